@@ -1,0 +1,39 @@
+"""The one exception family users see.
+
+Library code raises a subclass of :class:`SimindexError` for anything the user can fix
+(bad parameters, bad input, a database in the wrong state). The CLI prints its message
+as ``Error: ...`` and exits non-zero; any other exception is a bug and keeps its traceback.
+Every message names the problem and, where there is one, the next step.
+"""
+
+
+class SimindexError(Exception):
+    """Base class: a problem the user can fix, with a message that says how."""
+
+
+class ParameterError(SimindexError, ValueError):
+    """A parameter is out of range or inconsistent (the message shows the arithmetic)."""
+
+
+class InputError(SimindexError):
+    """A document or input file can't be used as given (malformed line, empty text, ...)."""
+
+
+class EmptyDocumentError(InputError):
+    """A text normalizes to nothing, so it has no shingles and no MinHash signature."""
+
+
+class DuplicateIdError(InputError):
+    """An external id is already indexed, or repeats inside one batch."""
+
+
+class DatabaseError(SimindexError):
+    """The database can't be reached, or is not a simindex index that this version can use."""
+
+
+class SchemaVersionError(DatabaseError):
+    """The database schema is older or newer than this simindex's migrations."""
+
+
+class SpecMismatchError(SimindexError):
+    """Signatures made with one scheme or parameter set can't be mixed with another."""

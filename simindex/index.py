@@ -1,0 +1,649 @@
+"""The library facade: create or open an index, add documents, query, find pairs, re-band.
+
+    from simindex import Index
+    with Index.open("postgresql://postgres@127.0.0.1:5432/test") as index:
+        result = index.add(batch, on_duplicate="skip", find_duplicates=0.8)
+        for external_id, matches in result.duplicates.items(): ...
+
+Each call is one database transaction: it happens completely or not at all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from itertools import islice
+from typing import Any, Literal
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy import Connection
+
+from simindex import banding as lsh
+from simindex import migrate
+from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE, bucket_pairs, collect, group_keys
+from simindex.errors import (
+    DatabaseError,
+    DuplicateIdError,
+    EmptyDocumentError,
+    InputError,
+    ParameterError,
+    SimindexError,
+)
+from simindex.minhash import pack, signatures, unpack
+from simindex.shingle import content_hash, normalize, shingle_sets
+from simindex.spec import SignatureSpec
+from simindex.store import Store, create_engine, database_url, display_url
+from simindex.verify import Profiles, compare
+
+DEFAULT_BATCH_SIZE = 5_000
+DEFAULT_THRESHOLD = 0.8
+
+OnDuplicate = Literal["fail", "skip"]
+
+
+@dataclass(frozen=True)
+class Match:
+    """An indexed document similar to a query; ``similarity`` is the exact Jaccard when the
+    index keeps text, else the estimate."""
+
+    external_id: str
+    estimated_jaccard: float
+    exact_jaccard: float | None
+
+    @property
+    def similarity(self) -> float:
+        return self.estimated_jaccard if self.exact_jaccard is None else self.exact_jaccard
+
+
+@dataclass
+class AddResult:
+    """What :meth:`Index.add` did. ``duplicates`` maps a new document's external id to the
+    documents it duplicates (indexed before, or earlier in the same call), when asked."""
+
+    added: int = 0
+    skipped_existing: list[str] = field(default_factory=list)
+    skipped_empty: list[str] = field(default_factory=list)
+    duplicates: dict[str, list[Match]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PairsReport:
+    """What :meth:`Index.find_pairs` did."""
+
+    banding_id: int
+    threshold: float
+    candidates: int
+    pairs: int
+    hot_buckets: int
+    largest_bucket: int
+    exact: bool
+    seconds: float
+
+
+Document = tuple[str, str] | tuple[str, str, dict[str, Any] | None]
+
+
+class Index:
+    """A near-duplicate index stored in a SQLite or PostgreSQL database."""
+
+    def __init__(self, store: Store, settings: dict[str, Any]):
+        self._store = store
+        self.url = display_url(str(store.engine.url))
+        self.spec = SignatureSpec(
+            shingle=settings["shingle"],
+            k=settings["k"],
+            num_perm=settings["num_perm"],
+            seed=settings["seed"],
+            normalization=settings["normalization"],
+            scheme=settings["scheme"],
+        )
+        self.keep_text = bool(settings["keep_text"])
+        self.threshold = float(settings["threshold"])
+        self.settings = settings
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        url: str | None = None,
+        spec: SignatureSpec | None = None,
+        *,
+        threshold: float = DEFAULT_THRESHOLD,
+        bands: int | None = None,
+        rows: int | None = None,
+        keep_text: bool = True,
+    ) -> Index:
+        """Create an index in an empty database (no URL: ./simindex.db).
+
+        The first banding is (bands, rows) when given, else the tuner's choice for
+        ``threshold`` (see banding.tune_threshold). Raises DatabaseError if the database
+        already holds an index.
+        """
+        spec = spec or SignatureSpec()
+        if not 0 < threshold <= 1:
+            raise ParameterError(f"threshold must be within (0, 1], got {threshold}")
+        if (bands is None) != (rows is None):
+            raise ParameterError("give both bands and rows, or neither (to tune for the threshold)")
+        if bands is None:
+            chosen = lsh.tune_threshold(spec.num_perm, min(threshold, 0.99)).chosen
+            bands, rows = chosen.bands, chosen.rows
+        lsh.check_banding(bands, rows, spec.num_perm)
+        store = _connect(url)
+        with _database_errors(store):
+            with store.read() as connection:
+                if store.has_tables(connection):
+                    raise DatabaseError(
+                        f"{display_url(str(store.engine.url))} already holds a simindex index; "
+                        "open it, or choose another database"
+                    )
+            migrate.upgrade(store.engine)
+            with store.write() as connection:
+                settings = {
+                    **{k: v for k, v in spec.to_dict().items()},
+                    "keep_text": keep_text,
+                    "threshold": threshold,
+                    "created_by": f"simindex {version('simindex')}",
+                }
+                store.write_settings(connection, settings)
+                banding_id = store.create_banding(connection, bands, rows)
+                store.complete_banding(connection, banding_id)
+                store.activate_banding(connection, banding_id)
+                settings = store.read_settings(connection)
+        return cls(store, settings)
+
+    @classmethod
+    def open(cls, url: str | None = None) -> Index:
+        """Open an existing index; refuses a database whose schema is not this version's."""
+        store = _connect(url)
+        with _database_errors(store), store.read() as connection:
+            if not store.has_tables(connection):
+                raise DatabaseError(
+                    f"{display_url(str(store.engine.url))} holds no simindex index; "
+                    "create one with `simindex init` (or `simindex ingest`, which creates it)"
+                )
+            migrate.check_current(connection)
+            settings = store.read_settings(connection)
+        if settings is None:
+            raise DatabaseError(
+                "the index has no settings row: it was not created by simindex init"
+            )
+        return cls(store, settings)
+
+    @classmethod
+    def open_or_create(cls, url: str | None = None, **create_options: Any) -> tuple[Index, bool]:
+        """Open the index at ``url``, creating it (with ``create_options``) if the database
+        has none. Returns (index, created)."""
+        store = _connect(url)
+        with _database_errors(store), store.read() as connection:
+            exists = store.has_tables(connection)
+        store.engine.dispose()
+        if exists:
+            return cls.open(url), False
+        return cls.create(url, **create_options), True
+
+    def close(self) -> None:
+        self._store.engine.dispose()
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- adding ----------------------------------------------------------------------------
+
+    def add(
+        self,
+        documents: Iterable[Document],
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        on_duplicate: OnDuplicate = "fail",
+        on_empty: OnDuplicate = "fail",
+        find_duplicates: float | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> AddResult:
+        """Add (external_id, text[, metadata]) documents, streaming, in one transaction.
+
+        Memory is bounded by ``batch_size``. An external id that is already indexed or
+        repeats within the call is an error (DuplicateIdError) unless ``on_duplicate`` is
+        "skip" (the first copy wins); a text that normalizes to nothing is an error
+        (EmptyDocumentError) unless ``on_empty`` is "skip". With ``find_duplicates=t``, each
+        new document is first queried against the index and the earlier documents of the
+        call (query-then-insert), and its matches with similarity >= t are returned.
+        """
+        if batch_size < 1:
+            raise ParameterError(f"batch_size must be positive, got {batch_size}")
+        if on_duplicate not in ("fail", "skip") or on_empty not in ("fail", "skip"):
+            raise ParameterError("on_duplicate and on_empty must be 'fail' or 'skip'")
+        if find_duplicates is not None:
+            _check_threshold(find_duplicates)
+        result = AddResult()
+        iterator = iter(documents)
+        with self._transaction(write=True) as connection:
+            complete = [b for b in self._store.bandings(connection) if b["state"] == "complete"]
+            active = next((b for b in complete if b["is_active"]), None)
+            while batch := list(islice(iterator, batch_size)):
+                self._add_batch(
+                    connection,
+                    batch,
+                    complete,
+                    active,
+                    on_duplicate,
+                    on_empty,
+                    find_duplicates,
+                    result,
+                )
+                if progress:
+                    progress(len(batch))
+            if result.added:
+                self._store.set_pairs_threshold(connection, None, None)
+        return result
+
+    def _add_batch(
+        self,
+        connection: Connection,
+        batch: list[Document],
+        complete: list[dict],
+        active: dict | None,
+        on_duplicate: OnDuplicate,
+        on_empty: OnDuplicate,
+        find_duplicates: float | None,
+        result: AddResult,
+    ) -> None:
+        external_ids, texts, metadata = _unpack_documents(batch)
+        keep = self._drop_duplicate_ids(connection, external_ids, on_duplicate, result)
+        normalized = [normalize(texts[i]) for i in keep]
+        empty = [i for i, t in zip(keep, normalized, strict=True) if not t]
+        if empty:
+            if on_empty == "fail":
+                raise EmptyDocumentError(
+                    f"document {external_ids[empty[0]]!r} has no text after normalization "
+                    f"({len(empty)} such document(s) in this batch); remove it, or pass "
+                    "--on-empty skip / on_empty='skip'"
+                )
+            result.skipped_empty.extend(external_ids[i] for i in empty)
+            normalized = [t for t in normalized if t]
+            keep = [i for i in keep if normalize(texts[i])]
+        if not keep:
+            return
+        sets = shingle_sets(normalized, self.spec)
+        sigs = signatures(sets, self.spec)
+        keys = {b["id"]: lsh.band_keys(sigs, b["bands"], b["rows"]) for b in complete}
+        kept_ids = [external_ids[i] for i in keep]
+
+        if find_duplicates is not None and active is not None:
+            profiles = Profiles(sigs, sets if self.keep_text else None)
+            found = self._duplicates_of_new(
+                connection, active["id"], keys[active["id"]], profiles, kept_ids, find_duplicates
+            )
+            result.duplicates.update(found)
+
+        ids = self._store.allocate_document_ids(connection, len(keep))
+        self._store.insert_documents(
+            connection,
+            ids,
+            kept_ids,
+            [content_hash(t) for t in normalized],
+            sets.counts,
+            [texts[i] for i in keep] if self.keep_text else [None] * len(keep),
+            [metadata[i] for i in keep],
+        )
+        self._store.insert_signatures(connection, ids, [pack(s) for s in sigs])
+        for banding_id, banding_keys in keys.items():
+            self._store.insert_band_keys(connection, banding_id, ids, banding_keys)
+        result.added += len(keep)
+
+    def _drop_duplicate_ids(
+        self,
+        connection: Connection,
+        external_ids: list[str],
+        on_duplicate: OnDuplicate,
+        result: AddResult,
+    ) -> list[int]:
+        """Positions of the batch to insert: first copies of ids not yet indexed."""
+        seen: set[str] = set()
+        repeated = []
+        for i, external_id in enumerate(external_ids):
+            if external_id in seen:
+                repeated.append(i)
+            seen.add(external_id)
+        existing = self._store.existing_external_ids(connection, list(seen))
+        if on_duplicate == "fail" and (existing or repeated):
+            example = sorted(existing)[0] if existing else external_ids[repeated[0]]
+            where = "is already indexed" if existing else "appears twice in the input"
+            raise DuplicateIdError(
+                f"document id {example!r} {where} ({len(existing)} already indexed, "
+                f"{len(repeated)} repeated in this batch); pass --on-duplicate skip / "
+                "on_duplicate='skip' to keep the first copy"
+            )
+        skip = set(repeated)
+        keep = []
+        for i, external_id in enumerate(external_ids):
+            if external_id in existing or i in skip:
+                result.skipped_existing.append(external_id)
+            else:
+                keep.append(i)
+        return keep
+
+    def _duplicates_of_new(
+        self,
+        connection: Connection,
+        banding_id: int,
+        keys: np.ndarray,
+        new: Profiles,
+        new_ids: list[str],
+        threshold: float,
+    ) -> dict[str, list[Match]]:
+        """Matches of each new document among indexed documents and earlier new ones."""
+        query_rows, doc_ids = self._store.lookup(connection, banding_id, keys)
+        stored_ids = np.unique(doc_ids)
+        stored = self._profiles(connection, stored_ids)
+        external = self._store.documents_of(connection, stored_ids)
+        pool = new.concat(stored)
+        # Profile rows: new documents first (0..n-1), then stored ones (n..).
+        n = len(new)
+        rows_b = n + np.searchsorted(stored_ids, doc_ids)
+        within_a, within_b, _ = bucket_pairs(
+            *group_keys(keys, np.arange(n)), DEFAULT_MAX_BUCKET_SIZE
+        )
+        within = (
+            np.unique(np.column_stack((within_a, within_b)), axis=0)
+            if within_a.size
+            else np.empty((0, 2), np.int64)
+        )
+        # Within the batch, the later document (b) duplicates the earlier one (a).
+        query = np.concatenate((query_rows, within[:, 1]))
+        other = np.concatenate((rows_b, within[:, 0]))
+        estimated, exact = compare(pool, query, other)
+        similarity = estimated if exact is None else exact
+        names = new_ids + [external[int(d)][0] for d in stored_ids]
+        found: dict[str, list[Match]] = {}
+        for p in np.flatnonzero(similarity >= threshold):
+            match = Match(
+                names[other[p]], float(estimated[p]), None if exact is None else float(exact[p])
+            )
+            found.setdefault(new_ids[query[p]], []).append(match)
+        for matches in found.values():
+            matches.sort(key=lambda m: (-m.similarity, m.external_id))
+        return found
+
+    # -- querying --------------------------------------------------------------------------
+
+    def query(
+        self, text: str, *, threshold: float | None = None, limit: int | None = None
+    ) -> list[Match]:
+        """Indexed documents similar to ``text`` (>= threshold; default the index's), best first."""
+        normalized = normalize(text)
+        if not normalized:
+            raise EmptyDocumentError(
+                "the query text is empty after normalization: nothing to compare"
+            )
+        sets = shingle_sets([normalized], self.spec)
+        profile = Profiles(signatures(sets, self.spec), sets if self.keep_text else None)
+        return self._query_profile(profile, threshold, limit, exclude=None)
+
+    def query_id(
+        self, external_id: str, *, threshold: float | None = None, limit: int | None = None
+    ) -> list[Match]:
+        """Indexed documents similar to the indexed document ``external_id`` (itself excluded)."""
+        with self._transaction() as connection:
+            row = self._store.document_by_external_id(connection, external_id)
+            if row is None:
+                raise InputError(f"no document with id {external_id!r} is indexed")
+            profile = self._profiles(connection, np.array([row["id"]], dtype=np.int64))
+        return self._query_profile(profile, threshold, limit, exclude=row["id"])
+
+    def _query_profile(
+        self, profile: Profiles, threshold: float | None, limit: int | None, exclude: int | None
+    ) -> list[Match]:
+        threshold = self.threshold if threshold is None else _check_threshold(threshold)
+        with self._transaction() as connection:
+            active = self._active_banding(connection)
+            keys = lsh.band_keys(profile.signatures, active["bands"], active["rows"])
+            _, doc_ids = self._store.lookup(connection, active["id"], keys)
+            doc_ids = doc_ids[doc_ids != exclude] if exclude is not None else doc_ids
+            if not doc_ids.size:
+                return []
+            stored = self._profiles(connection, doc_ids)
+            external = self._store.documents_of(connection, doc_ids)
+        pool = profile.concat(stored)
+        estimated, exact = compare(
+            pool, np.zeros(doc_ids.size, np.int64), np.arange(1, doc_ids.size + 1)
+        )
+        matches = [
+            Match(
+                external[int(d)][0], float(estimated[p]), None if exact is None else float(exact[p])
+            )
+            for p, d in enumerate(doc_ids)
+        ]
+        matches = sorted(
+            (m for m in matches if m.similarity >= threshold),
+            key=lambda m: (-m.similarity, m.external_id),
+        )
+        return matches[:limit] if limit is not None else matches
+
+    def _profiles(self, connection: Connection, ids: np.ndarray) -> Profiles:
+        """Stored signatures (and shingle sets from stored text) of sorted document ids."""
+        blobs = self._store.signatures_of(connection, ids)
+        sigs = unpack([blobs[int(i)] for i in ids], self.spec.num_perm)
+        if not self.keep_text:
+            return Profiles(sigs, None)
+        rows = self._store.documents_of(connection, ids)
+        sets = shingle_sets([normalize(rows[int(i)][1] or "") for i in ids], self.spec)
+        return Profiles(sigs, sets)
+
+    # -- pairs -----------------------------------------------------------------------------
+
+    def find_pairs(
+        self,
+        threshold: float | None = None,
+        *,
+        max_bucket_size: int = DEFAULT_MAX_BUCKET_SIZE,
+        chunk_size: int = 200_000,
+    ) -> PairsReport:
+        """Find candidate pairs of the active banding in the database (GROUP BY band, key),
+        verify them, and store those with similarity >= threshold (replacing the banding's
+        earlier pairs)."""
+        threshold = self.threshold if threshold is None else _check_threshold(threshold)
+        if max_bucket_size < 2:
+            raise ParameterError(f"max_bucket_size must be at least 2, got {max_bucket_size}")
+        started = time.perf_counter()
+        with self._transaction(write=True) as connection:
+            active = self._active_banding(connection)
+            candidates = collect(
+                self._store.iter_buckets(connection, active["id"]), max_bucket_size
+            )
+            kept_a, kept_b, kept_est, kept_exact = [], [], [], []
+            for start in range(0, len(candidates), chunk_size):
+                doc_a = candidates.doc_a[start : start + chunk_size]
+                doc_b = candidates.doc_b[start : start + chunk_size]
+                ids = np.unique(np.concatenate((doc_a, doc_b)))
+                profiles = self._profiles(connection, ids)
+                estimated, exact = compare(
+                    profiles, np.searchsorted(ids, doc_a), np.searchsorted(ids, doc_b)
+                )
+                similarity = estimated if exact is None else exact
+                keep = similarity >= threshold
+                kept_a.append(doc_a[keep])
+                kept_b.append(doc_b[keep])
+                kept_est.append(estimated[keep])
+                kept_exact.append(None if exact is None else exact[keep])
+            exact_found = self.keep_text
+            doc_a = np.concatenate(kept_a) if kept_a else np.empty(0, np.int64)
+            self._store.replace_pairs(
+                connection,
+                active["id"],
+                doc_a,
+                np.concatenate(kept_b) if kept_b else np.empty(0, np.int64),
+                np.concatenate(kept_est) if kept_est else np.empty(0),
+                np.concatenate(kept_exact) if exact_found and kept_exact else None,
+            )
+            self._store.set_pairs_threshold(connection, active["id"], threshold)
+        return PairsReport(
+            banding_id=active["id"],
+            threshold=threshold,
+            candidates=len(candidates),
+            pairs=int(doc_a.size),
+            hot_buckets=candidates.hot_buckets,
+            largest_bucket=candidates.largest_bucket,
+            exact=exact_found,
+            seconds=time.perf_counter() - started,
+        )
+
+    def pairs(self, threshold: float | None = None) -> Iterator[dict[str, Any]]:
+        """Stored pairs of the active banding with similarity >= threshold, best first:
+        dicts with id_a, id_b, similarity, exact_jaccard, estimated_jaccard.
+
+        Raises SimindexError if pairs were not found (or are stale, or were found at a
+        higher threshold): run :meth:`find_pairs` first.
+        """
+        threshold = self.threshold if threshold is None else _check_threshold(threshold)
+        with self._transaction() as connection:
+            active = self._active_banding(connection)
+            found_at = active["pairs_threshold"]
+            if found_at is None:
+                raise SimindexError(
+                    "pairs have not been found for the current documents and banding; "
+                    f"run `simindex pairs --threshold {threshold}` first"
+                )
+            if threshold < found_at - 1e-12:
+                raise SimindexError(
+                    f"pairs were found at threshold {found_at}, so those between {threshold} and "
+                    f"{found_at} are unknown; run `simindex pairs --threshold {threshold}` first"
+                )
+            yield from self._store.iter_pairs(connection, active["id"], threshold)
+
+    # -- bandings --------------------------------------------------------------------------
+
+    def reband(
+        self,
+        bands: int,
+        rows: int,
+        *,
+        activate: bool = True,
+        drop_old: bool = False,
+        chunk_size: int = 20_000,
+    ) -> int:
+        """Build a banding (bands x rows) from the stored signatures, in one transaction;
+        readers keep using the active banding until it commits. Returns its id."""
+        lsh.check_banding(bands, rows, self.spec.num_perm)
+        with self._transaction(write=True) as connection:
+            self._store.lock_documents(connection)
+            old = self._store.bandings(connection)
+            banding_id = self._store.create_banding(connection, bands, rows)
+            for ids, blobs in self._store.iter_signatures(connection, chunk_size):
+                keys = lsh.band_keys(unpack(blobs, self.spec.num_perm), bands, rows)
+                self._store.insert_band_keys(connection, banding_id, ids, keys)
+            self._store.complete_banding(connection, banding_id)
+            if activate:
+                self._store.activate_banding(connection, banding_id)
+            if drop_old:
+                for banding in old:
+                    if activate or not banding["is_active"]:
+                        self._store.drop_banding(connection, banding["id"])
+        return banding_id
+
+    def bandings(self) -> list[dict[str, Any]]:
+        with self._transaction() as connection:
+            return self._store.bandings(connection)
+
+    def stats(self, largest: int = 10) -> dict[str, Any]:
+        """Documents, bandings, and the active banding's bucket sizes and largest buckets."""
+        with self._transaction() as connection:
+            active = self._active_banding(connection)
+            return {
+                "url": self.url,
+                "spec": self.spec.to_dict(),
+                "keep_text": self.keep_text,
+                "threshold": self.threshold,
+                "documents": self._store.document_count(connection),
+                "exact_duplicate_groups": self._store.exact_duplicate_groups(connection),
+                "bandings": self._store.bandings(connection),
+                "active_banding": active["id"],
+                "pairs": self._store.pair_count(connection, active["id"]),
+                "bucket_sizes": self._store.bucket_sizes(connection, active["id"]),
+                "largest_buckets": self._store.largest_buckets(connection, active["id"], largest),
+            }
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _active_banding(self, connection: Connection) -> dict[str, Any]:
+        for banding in self._store.bandings(connection):
+            if banding["is_active"]:
+                return banding
+        raise SimindexError("the index has no active banding; run `simindex reband` to build one")
+
+    def _transaction(self, write: bool = False) -> AbstractContextManager[Connection]:
+        return _transaction(self._store, write)
+
+
+# SQLite errors that come from the environment (file, disk, locks), not from simindex.
+_SQLITE_USER_ERRORS = (
+    "unable to open database",
+    "database is locked",
+    "disk I/O error",
+    "database or disk is full",
+    "attempt to write a readonly database",
+    "file is not a database",
+)
+
+
+@contextmanager
+def _transaction(store: Store, write: bool) -> Iterator[Connection]:
+    with _database_errors(store), store.write() if write else store.read() as connection:
+        yield connection
+
+
+@contextmanager
+def _database_errors(store: Store) -> Iterator[None]:
+    """Turn driver errors (server down, wrong password, ...) into DatabaseError."""
+    try:
+        yield
+    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        if store.dialect == "sqlite" and not reason.startswith(_SQLITE_USER_ERRORS):
+            raise  # e.g. a syntax error: a bug, keep the traceback
+        raise DatabaseError(
+            f"database {display_url(str(store.engine.url))} failed: {reason}. Is the server "
+            "running and the URL right? (a local PostgreSQL: `docker compose up -d`)"
+        ) from None
+    except sa.exc.IntegrityError as exc:
+        reason = str(exc.orig).strip().splitlines()[0]
+        raise DatabaseError(
+            f"database {display_url(str(store.engine.url))} refused the change: {reason}"
+        ) from None
+
+
+def _connect(url: str | None) -> Store:
+    return Store(create_engine(database_url(url)))
+
+
+def _check_threshold(threshold: float) -> float:
+    if not 0 <= threshold <= 1:
+        raise ParameterError(f"threshold must be within [0, 1], got {threshold}")
+    return threshold
+
+
+def _unpack_documents(batch: Sequence[Document]) -> tuple[list[str], list[str], list[dict | None]]:
+    external_ids, texts, metadata = [], [], []
+    for document in batch:
+        if not isinstance(document, tuple | list) or len(document) not in (2, 3):
+            raise InputError(
+                f"a document must be (external_id, text[, metadata]), got {document!r:.80}"
+            )
+        external_id, text = document[0], document[1]
+        if not isinstance(external_id, str) or not external_id:
+            raise InputError(f"a document id must be a non-empty string, got {external_id!r:.80}")
+        if not isinstance(text, str):
+            raise InputError(
+                f"the text of document {external_id!r} must be a string, got {type(text).__name__}"
+            )
+        external_ids.append(external_id)
+        texts.append(text)
+        metadata.append(document[2] if len(document) == 3 else None)
+    return external_ids, texts, metadata

@@ -1,0 +1,66 @@
+"""Stage 2: MinHash signatures from shingle hash sets, and the Jaccard estimate.
+
+Hash function i maps a 64-bit shingle hash x to the high 32 bits of (a_i * x + b_i) mod 2**64
+(a_i odd, so the affine map is a permutation of the 64-bit integers; arithmetic wraps, so
+nothing overflows). Signature value i is the minimum over the document's shingles.
+Signatures are uint32 arrays of shape (n, num_perm); stored as num_perm little-endian uint32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from numba import njit, prange
+
+from simindex.shingle import ShingleSets
+from simindex.spec import SignatureSpec
+
+SIGNATURE_DTYPE = np.dtype("<u4")
+EMPTY_VALUE = np.uint32(0xFFFFFFFF)
+
+_S32 = np.uint64(32)
+
+
+def signatures(sets: ShingleSets, spec: SignatureSpec) -> np.ndarray:
+    """MinHash signatures, uint32 of shape (len(sets), num_perm).
+
+    A document with no shingles has no signature: its row is all 0xFFFFFFFF and callers must
+    refuse it (check ``sets.counts == 0``) rather than store or compare it.
+    """
+    a, b = spec.coefficients
+    out = np.empty((len(sets), spec.num_perm), dtype=np.uint32)
+    _minhash_kernel(sets.hashes, sets.offsets, a, b, out)
+    return out
+
+
+@njit(parallel=True, cache=True)
+def _minhash_kernel(hashes, offsets, a, b, out):
+    num_perm = a.shape[0]
+    for i in prange(offsets.shape[0] - 1):
+        row = out[i]
+        row[:] = np.uint32(0xFFFFFFFF)
+        for j in range(offsets[i], offsets[i + 1]):
+            x = hashes[j]
+            for p in range(num_perm):
+                v = np.uint32((a[p] * x + b[p]) >> _S32)
+                if v < row[p]:
+                    row[p] = v
+
+
+def estimate_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> np.ndarray:
+    """Estimated Jaccard = fraction of equal values, along the last axis (float64)."""
+    return np.mean(sig_a == sig_b, axis=-1)
+
+
+def pack(signature: np.ndarray) -> bytes:
+    """One signature as stored: num_perm little-endian uint32."""
+    return np.ascontiguousarray(signature, dtype=SIGNATURE_DTYPE).tobytes()
+
+
+def unpack(blobs: Iterable[bytes], num_perm: int) -> np.ndarray:
+    """Stored signatures back to a uint32 array of shape (n, num_perm)."""
+    data = b"".join(blobs)
+    if len(data) % (4 * num_perm):
+        raise ValueError(f"stored signature bytes ({len(data)}) are not a multiple of 4*{num_perm}")
+    return np.frombuffer(data, dtype=SIGNATURE_DTYPE).reshape(-1, num_perm).astype(np.uint32)

@@ -1,0 +1,126 @@
+"""SQLAlchemy Core tables of an index, as the migrations leave them.
+
+The Alembic migrations in migrations/versions are the truth for the database; these
+definitions mirror them so that store.py can build statements. A test checks that the two
+agree (tests/db/test_migrations.py).
+"""
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    CheckConstraint,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    SmallInteger,
+    Table,
+    Text,
+    func,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+# Document ids are BIGINT on PostgreSQL and the rowid (INTEGER PRIMARY KEY) on SQLite.
+DocumentId = BigInteger().with_variant(Integer(), "sqlite")
+
+index_settings = Table(
+    "index_settings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("scheme", Text, nullable=False),
+    Column("normalization", Text, nullable=False),
+    Column("shingle", Text, nullable=False),
+    Column("k", Integer, nullable=False),
+    Column("num_perm", Integer, nullable=False),
+    Column("seed", BigInteger, nullable=False),
+    Column("keep_text", Boolean, nullable=False),
+    Column("threshold", Float, nullable=False),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column("created_by", Text, nullable=False),
+    CheckConstraint("id = 1", name="single_row"),
+)
+
+documents = Table(
+    "documents",
+    metadata,
+    Column("id", DocumentId, primary_key=True, autoincrement=True),
+    Column("external_id", Text, nullable=False, unique=True),
+    Column("content_hash", BigInteger, nullable=False, index=True),
+    Column("shingle_count", Integer, nullable=False),
+    Column("text", Text),
+    Column("metadata", JSON().with_variant(JSONB(), "postgresql")),
+    Column("ingested_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+)
+
+signatures = Table(
+    "signatures",
+    metadata,
+    Column(
+        "document_id",
+        DocumentId,
+        ForeignKey("documents.id", ondelete="CASCADE"),
+        primary_key=True,
+        autoincrement=False,
+    ),
+    Column("minhashes", LargeBinary, nullable=False),
+)
+
+bandings = Table(
+    "bandings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("bands", Integer, nullable=False),
+    Column("rows", Integer, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("is_active", Boolean, nullable=False),
+    Column("pairs_threshold", Float),
+    Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("state IN ('building', 'complete')", name="state"),
+    Index(
+        "uq_bandings_one_active",
+        "is_active",
+        unique=True,
+        sqlite_where=Column("is_active"),
+        postgresql_where=Column("is_active"),
+    ),
+)
+
+# Narrow on purpose (DESIGN: it is the largest table): no surrogate key, no foreign keys;
+# the primary key is the index that both GROUP BY band, key and point look-ups use.
+band_keys = Table(
+    "band_keys",
+    metadata,
+    Column("banding_id", Integer, primary_key=True),
+    Column("band", SmallInteger, primary_key=True),
+    Column("key", BigInteger, primary_key=True),
+    Column("document_id", DocumentId, primary_key=True),
+    sqlite_with_rowid=False,
+)
+
+pairs = Table(
+    "pairs",
+    metadata,
+    Column("banding_id", Integer, ForeignKey("bandings.id", ondelete="CASCADE"), primary_key=True),
+    Column("doc_a", DocumentId, ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True),
+    Column("doc_b", DocumentId, ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True),
+    Column("estimated_jaccard", Float, nullable=False),
+    Column("exact_jaccard", Float),
+    Column("found_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    CheckConstraint("doc_a < doc_b", name="ordered"),
+    Index("ix_pairs_banding_id_doc_b", "banding_id", "doc_b"),
+)

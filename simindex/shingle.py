@@ -1,0 +1,141 @@
+"""Stage 1: normalize text, cut it into shingles, hash each shingle to 64 bits.
+
+Work is done for a whole batch at once: the batch's normalized texts become one array of
+Unicode code points, and one compiled kernel (numba, parallel over documents) writes each
+document's sorted, distinct shingle hashes. Memory is O(total characters in the batch).
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import xxhash
+from numba import njit, prange
+
+from simindex.hashing import (
+    MASK63,
+    TAG_CHAR_SHINGLE,
+    TAG_WORD,
+    TAG_WORD_SHINGLE,
+    mix64,
+    sequence_start,
+)
+from simindex.spec import SignatureSpec
+
+_SPACE = 32
+
+
+def normalize(text: str) -> str:
+    """Scheme v1 normalization: Unicode NFKC, then ``str.lower()``, then every run of
+    whitespace (``str.split()``) becomes one space, with none at either end."""
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+def content_hash(normalized: str) -> int:
+    """xxh3_64 of the normalized text's UTF-8 bytes, masked to 63 bits (fits a BIGINT).
+
+    Equal normalized texts have equal content hashes: exact duplicates are a GROUP BY on it.
+    """
+    return xxhash.xxh3_64_intdigest(normalized.encode("utf-8")) & MASK63
+
+
+@dataclass(frozen=True)
+class ShingleSets:
+    """Shingle hash sets of a batch of documents.
+
+    hashes: uint64, every document's distinct shingle hashes, sorted ascending, concatenated.
+    offsets: int64 of shape (n + 1,); document i owns ``hashes[offsets[i]:offsets[i + 1]]``.
+    A document whose normalized text is empty owns no hashes (count 0).
+    """
+
+    hashes: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    def __getitem__(self, i: int) -> np.ndarray:
+        return self.hashes[self.offsets[i] : self.offsets[i + 1]]
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Number of distinct shingles per document (int64, shape (n,))."""
+        return np.diff(self.offsets)
+
+
+def shingle_sets(normalized_texts: Sequence[str], spec: SignatureSpec) -> ShingleSets:
+    """Shingle hash sets of already-normalized texts (see :func:`normalize`)."""
+    lengths = np.fromiter(
+        (len(t) for t in normalized_texts), dtype=np.int64, count=len(normalized_texts)
+    )
+    offsets = np.zeros(len(normalized_texts) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    code_points = np.frombuffer("".join(normalized_texts).encode("utf-32-le"), dtype=np.uint32)
+    # A document of L > 0 code points has at most L shingles, so its code-point span of
+    # `scratch` is room enough; empty documents get none.
+    scratch = np.empty(max(int(offsets[-1]), 1), dtype=np.uint64)
+    counts = np.empty(len(normalized_texts), dtype=np.int64)
+    _shingle_kernel(code_points, offsets, spec.shingle == "word", spec.k, scratch, counts)
+    out_offsets = np.zeros_like(offsets)
+    np.cumsum(counts, out=out_offsets[1:])
+    hashes = np.empty(int(out_offsets[-1]), dtype=np.uint64)
+    _compact(scratch, offsets, out_offsets, hashes)
+    return ShingleSets(hashes, out_offsets)
+
+
+@njit(parallel=True, cache=True)
+def _shingle_kernel(code_points, offsets, word_mode, k, out, counts):
+    for i in prange(offsets.shape[0] - 1):
+        start = offsets[i]
+        length = offsets[i + 1] - start
+        if length == 0:
+            counts[i] = 0
+            continue
+        if word_mode:
+            # Hash each word in place, then each run of k word hashes (forward, in place:
+            # shingle p only needs words p.. which are not yet overwritten).
+            words = 0
+            word_start = start
+            for j in range(start, start + length + 1):
+                if j == start + length or code_points[j] == _SPACE:
+                    h = sequence_start(TAG_WORD, j - word_start)
+                    for q in range(word_start, j):
+                        h = mix64(h ^ np.uint64(code_points[q]))
+                    out[start + words] = h
+                    words += 1
+                    word_start = j + 1
+            width = min(k, words)
+            count = words - width + 1
+            for p in range(count):
+                h = sequence_start(TAG_WORD_SHINGLE, width)
+                for q in range(width):
+                    h = mix64(h ^ out[start + p + q])
+                out[start + p] = h
+        else:
+            width = min(k, length)
+            count = length - width + 1
+            for p in range(count):
+                h = sequence_start(TAG_CHAR_SHINGLE, width)
+                for q in range(width):
+                    h = mix64(h ^ np.uint64(code_points[start + p + q]))
+                out[start + p] = h
+        segment = out[start : start + count]
+        segment.sort()
+        distinct = 1
+        for j in range(1, count):
+            if segment[j] != segment[distinct - 1]:
+                segment[distinct] = segment[j]
+                distinct += 1
+        counts[i] = distinct
+
+
+@njit(parallel=True, cache=True)
+def _compact(scratch, scratch_offsets, out_offsets, out):
+    for i in prange(out_offsets.shape[0] - 1):
+        src = scratch_offsets[i]
+        dst = out_offsets[i]
+        for j in range(out_offsets[i + 1] - dst):
+            out[dst + j] = scratch[src + j]

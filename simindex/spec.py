@@ -1,0 +1,88 @@
+"""The signature scheme: every parameter that decides what a stored signature means.
+
+A :class:`SignatureSpec` is recorded in an index's metadata when the index is created, and
+an index refuses documents or queries made under another spec (see docs/spec.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from functools import cached_property
+from typing import Literal
+
+import numpy as np
+
+from simindex.errors import ParameterError, SpecMismatchError
+from simindex.hashing import splitmix64_stream
+
+SCHEME_VERSION = "simindex-v1"
+NORMALIZATION = "nfkc-lower-space"
+MAX_NUM_PERM = 4096
+MAX_K = 64
+
+ShingleKind = Literal["char", "word"]
+
+
+@dataclass(frozen=True)
+class SignatureSpec:
+    """Parameters of signature scheme v1.
+
+    shingle: ``"char"`` (k consecutive Unicode code points) or ``"word"`` (k consecutive words).
+    k: shingle length, 1..64 (default 5 characters).
+    num_perm: number of MinHash functions = signature length, 1..4096 (default 128).
+    seed: derives the MinHash coefficients; an integer in [0, 2**63) (it is stored in a BIGINT).
+    """
+
+    shingle: ShingleKind = "char"
+    k: int = 5
+    num_perm: int = 128
+    seed: int = 1
+    normalization: str = NORMALIZATION
+    scheme: str = SCHEME_VERSION
+
+    def __post_init__(self) -> None:
+        if self.scheme != SCHEME_VERSION:
+            raise SpecMismatchError(
+                f"signature scheme {self.scheme!r} is not supported by this simindex "
+                f"(it knows {SCHEME_VERSION!r}); upgrade simindex to read this index"
+            )
+        if self.normalization != NORMALIZATION:
+            raise ParameterError(
+                f"normalization {self.normalization!r} is unknown; scheme {SCHEME_VERSION} "
+                f"defines only {NORMALIZATION!r}"
+            )
+        if self.shingle not in ("char", "word"):
+            raise ParameterError(f"shingle must be 'char' or 'word', got {self.shingle!r}")
+        if not isinstance(self.k, int) or not 1 <= self.k <= MAX_K:
+            raise ParameterError(
+                f"k (shingle length) must be an integer in 1..{MAX_K}, got {self.k!r}"
+            )
+        if not isinstance(self.num_perm, int) or not 1 <= self.num_perm <= MAX_NUM_PERM:
+            raise ParameterError(
+                f"num_perm must be an integer in 1..{MAX_NUM_PERM}, got {self.num_perm!r}"
+            )
+        if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise ParameterError(f"seed must be an integer in [0, 2**63), got {self.seed!r}")
+
+    @cached_property
+    def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
+        """MinHash coefficients (a, b), each uint64 of shape (num_perm,); every a is odd.
+
+        Drawn in order a_0, b_0, a_1, b_1, ... from splitmix64 started at ``seed``.
+        """
+        stream = splitmix64_stream(self.seed, 2 * self.num_perm)
+        return stream[0::2] | np.uint64(1), stream[1::2]
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, object]) -> SignatureSpec:
+        return cls(**values)  # type: ignore[arg-type]
+
+    def describe(self) -> str:
+        unit = "characters" if self.shingle == "char" else "words"
+        return (
+            f"{self.scheme}: {self.k}-{unit} shingles, {self.num_perm} hashes, seed {self.seed}, "
+            f"normalization {self.normalization}"
+        )

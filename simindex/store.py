@@ -1,0 +1,509 @@
+"""All SQL: connecting, bulk loads, band-key look-ups, candidate buckets, pairs, statistics.
+
+Statements are SQLAlchemy Core over the tables in schema.py, with dialect branches only
+where the fast path differs: PostgreSQL loads through ``COPY`` (band keys in binary
+format straight from numpy), SQLite through ``executemany`` in large transactions.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import sqlalchemy as sa
+from sqlalchemy import Connection, Engine, event, func, select
+from sqlalchemy.engine import make_url
+
+from simindex.errors import DatabaseError
+from simindex.schema import band_keys, bandings, documents, index_settings, pairs, signatures
+
+DEFAULT_URL = "sqlite:///simindex.db"
+# Bound parameters per statement: below SQLite's 32,766 and PostgreSQL's 65,535.
+MAX_PARAMS = 30_000
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def database_url(url: str | None) -> str:
+    """The SQLAlchemy URL for what the user typed: nothing (the local SQLite file), a file
+    path (SQLite), or a postgresql:// URL (driven by psycopg 3)."""
+    if not url:
+        return DEFAULT_URL
+    if "://" not in url:
+        return f"sqlite:///{url}"
+    scheme, rest = url.split("://", 1)
+    if scheme in ("postgres", "postgresql"):
+        return f"postgresql+psycopg://{rest}"
+    return url
+
+
+def display_url(url: str) -> str:
+    """The URL with any password replaced by ***, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return "<unparseable database URL>"
+
+
+def create_engine(url: str) -> Engine:
+    try:
+        engine = sa.create_engine(url)
+    except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
+        raise DatabaseError(f"can't use database URL {display_url(url)}: {exc}") from None
+    if engine.dialect.name == "sqlite":
+        _configure_sqlite(engine)
+    elif engine.dialect.name != "postgresql":
+        raise DatabaseError(
+            f"simindex supports SQLite and PostgreSQL, not {engine.dialect.name} ({display_url(url)})"
+        )
+    return engine
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connect(dbapi_connection, _record):
+        # simindex emits BEGIN itself (below), so the driver must not.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
+        cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _begin(connection):
+        # A writer takes the write lock up front, so what it reads (e.g. max(id)) stays true.
+        write = connection.get_execution_options().get("simindex_write", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+class Store:
+    """The SQL of one index database. Methods take the Connection of an open transaction."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.dialect = engine.dialect.name
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        with self.engine.connect() as connection, connection.begin():
+            yield connection
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        with self.engine.connect() as connection:
+            connection = connection.execution_options(simindex_write=True)
+            with connection.begin():
+                yield connection
+
+    # -- settings --------------------------------------------------------------------------
+
+    def has_tables(self, connection: Connection) -> bool:
+        return sa.inspect(connection).has_table("index_settings")
+
+    def read_settings(self, connection: Connection) -> dict[str, Any] | None:
+        row = connection.execute(select(index_settings)).mappings().first()
+        return dict(row) if row else None
+
+    def write_settings(self, connection: Connection, values: dict[str, Any]) -> None:
+        connection.execute(index_settings.insert().values(id=1, **values))
+
+    # -- documents -------------------------------------------------------------------------
+
+    def existing_external_ids(
+        self, connection: Connection, external_ids: Sequence[str]
+    ) -> set[str]:
+        found: set[str] = set()
+        for chunk in _chunks(list(external_ids), MAX_PARAMS):
+            query = select(documents.c.external_id).where(documents.c.external_id.in_(chunk))
+            found.update(connection.scalars(query))
+        return found
+
+    def document_ids(self, connection: Connection, external_ids: Sequence[str]) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for chunk in _chunks(list(external_ids), MAX_PARAMS):
+            query = select(documents.c.external_id, documents.c.id).where(
+                documents.c.external_id.in_(chunk)
+            )
+            found.update((k, v) for k, v in connection.execute(query))
+        return found
+
+    def allocate_document_ids(self, connection: Connection, count: int) -> np.ndarray:
+        """``count`` new document ids (int64). Safe against concurrent writers: PostgreSQL
+        draws them from the sequence; on SQLite the write transaction holds the lock."""
+        if self.dialect == "postgresql":
+            rows = connection.exec_driver_sql(
+                "SELECT nextval(pg_get_serial_sequence('documents', 'id')) "
+                f"FROM generate_series(1, {int(count)})"
+            )
+            return np.fromiter((r[0] for r in rows), dtype=np.int64, count=count)
+        start = connection.scalar(select(func.coalesce(func.max(documents.c.id), 0)))
+        return np.arange(start + 1, start + 1 + count, dtype=np.int64)
+
+    def insert_documents(
+        self,
+        connection: Connection,
+        ids: np.ndarray,
+        external_ids: Sequence[str],
+        content_hashes: Sequence[int],
+        shingle_counts: np.ndarray,
+        texts: Sequence[str | None],
+        metadata: Sequence[dict | None],
+    ) -> None:
+        rows = list(
+            zip(
+                ids.tolist(),
+                external_ids,
+                content_hashes,
+                shingle_counts.tolist(),
+                texts,
+                [None if m is None else json.dumps(m) for m in metadata],
+                strict=True,
+            )
+        )
+        columns = ["id", "external_id", "content_hash", "shingle_count", "text", "metadata"]
+        self._bulk_insert(connection, "documents", columns, rows)
+
+    def insert_signatures(
+        self, connection: Connection, ids: np.ndarray, blobs: list[bytes]
+    ) -> None:
+        self._bulk_insert(
+            connection, "signatures", ["document_id", "minhashes"], list(zip(ids.tolist(), blobs, strict=True))
+        )
+
+    def insert_band_keys(
+        self, connection: Connection, banding_id: int, document_ids: np.ndarray, keys: np.ndarray
+    ) -> None:
+        """Band keys of documents: keys is int64 of shape (len(document_ids), bands)."""
+        n, bands = keys.shape
+        band = np.tile(np.arange(bands, dtype=np.int64), n)
+        doc = np.repeat(document_ids.astype(np.int64), bands)
+        key = keys.reshape(-1)
+        if self.dialect == "postgresql":
+            _copy_band_keys_binary(connection, banding_id, band, key, doc)
+            return
+        order = np.lexsort((doc, key, band))  # B-tree order: appends, not random inserts
+        rows = np.column_stack(
+            (np.full(n * bands, banding_id), band[order], key[order], doc[order])
+        ).tolist()
+        self._bulk_insert(connection, "band_keys", ["banding_id", "band", "key", "document_id"], rows)
+
+    def _bulk_insert(
+        self, connection: Connection, table: str, columns: list[str], rows: list[Sequence]
+    ) -> None:
+        """PostgreSQL: COPY; SQLite: executemany. ``table`` and ``columns`` are our constants."""
+        if not rows:
+            return
+        if self.dialect == "postgresql":
+            cursor = connection.connection.dbapi_connection.cursor()
+            with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
+                for row in rows:
+                    copy.write_row(row)
+            return
+        placeholders = ", ".join("?" for _ in columns)
+        cursor = connection.connection.dbapi_connection.cursor()
+        cursor.executemany(
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", rows
+        )
+        cursor.close()
+
+    def document_count(self, connection: Connection) -> int:
+        return connection.scalar(select(func.count()).select_from(documents))
+
+    def document_by_external_id(self, connection: Connection, external_id: str) -> dict | None:
+        row = (
+            connection.execute(
+                select(documents.c.id, documents.c.text, signatures.c.minhashes)
+                .join(signatures, signatures.c.document_id == documents.c.id)
+                .where(documents.c.external_id == external_id)
+            )
+            .mappings()
+            .first()
+        )
+        return dict(row) if row else None
+
+    def signatures_of(self, connection: Connection, ids: np.ndarray) -> dict[int, bytes]:
+        found: dict[int, bytes] = {}
+        for chunk in _chunks(ids.tolist(), MAX_PARAMS):
+            query = select(signatures.c.document_id, signatures.c.minhashes).where(
+                signatures.c.document_id.in_(chunk)
+            )
+            found.update((k, v) for k, v in connection.execute(query))
+        return found
+
+    def documents_of(
+        self, connection: Connection, ids: np.ndarray
+    ) -> dict[int, tuple[str, str | None]]:
+        """id -> (external_id, text) for the given document ids."""
+        found: dict[int, tuple[str, str | None]] = {}
+        for chunk in _chunks(ids.tolist(), MAX_PARAMS):
+            query = select(documents.c.id, documents.c.external_id, documents.c.text).where(
+                documents.c.id.in_(chunk)
+            )
+            found.update((i, (e, t)) for i, e, t in connection.execute(query))
+        return found
+
+    def iter_signatures(
+        self, connection: Connection, chunk_size: int
+    ) -> Iterator[tuple[np.ndarray, list[bytes]]]:
+        """All signatures in document-id order, as (ids, blobs) chunks, by keyset paging."""
+        last = 0
+        while True:
+            rows = connection.execute(
+                select(signatures.c.document_id, signatures.c.minhashes)
+                .where(signatures.c.document_id > last)
+                .order_by(signatures.c.document_id)
+                .limit(chunk_size)
+            ).all()
+            if not rows:
+                return
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            yield ids, [r[1] for r in rows]
+            last = int(ids[-1])
+
+    # -- bandings --------------------------------------------------------------------------
+
+    def create_banding(self, connection: Connection, bands: int, rows: int) -> int:
+        result = connection.execute(
+            bandings.insert()
+            .values(bands=bands, rows=rows, state="building", is_active=False)
+            .returning(bandings.c.id)
+        )
+        return int(result.scalar_one())
+
+    def lock_documents(self, connection: Connection) -> None:
+        """Keep writers out (readers welcome) while a banding is built from all documents."""
+        if self.dialect == "postgresql":
+            connection.exec_driver_sql("LOCK TABLE documents IN SHARE MODE")
+
+    def complete_banding(self, connection: Connection, banding_id: int) -> None:
+        connection.execute(
+            bandings.update().where(bandings.c.id == banding_id).values(state="complete")
+        )
+
+    def activate_banding(self, connection: Connection, banding_id: int) -> None:
+        connection.execute(bandings.update().where(bandings.c.is_active).values(is_active=False))
+        connection.execute(
+            bandings.update().where(bandings.c.id == banding_id).values(is_active=True)
+        )
+
+    def drop_banding(self, connection: Connection, banding_id: int) -> None:
+        connection.execute(band_keys.delete().where(band_keys.c.banding_id == banding_id))
+        connection.execute(pairs.delete().where(pairs.c.banding_id == banding_id))
+        connection.execute(bandings.delete().where(bandings.c.id == banding_id))
+
+    def bandings(self, connection: Connection) -> list[dict[str, Any]]:
+        rows = connection.execute(select(bandings).order_by(bandings.c.id)).mappings()
+        return [dict(r) for r in rows]
+
+    def set_pairs_threshold(
+        self, connection: Connection, banding_id: int | None, value: float | None
+    ) -> None:
+        """Record the lowest threshold the banding's stored pairs are complete for; None for
+        every banding marks their pairs stale (documents were added)."""
+        statement = bandings.update().values(pairs_threshold=value)
+        if banding_id is not None:
+            statement = statement.where(bandings.c.id == banding_id)
+        connection.execute(statement)
+
+    # -- candidates ------------------------------------------------------------------------
+
+    def iter_buckets(
+        self, connection: Connection, banding_id: int, chunk_size: int = 50_000
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Buckets (band, key) with two or more documents, grouped by the database.
+
+        Yields chunks as (members, offsets): bucket i of a chunk holds document ids
+        ``members[offsets[i]:offsets[i + 1]]``.
+        """
+        if self.dialect == "postgresql":
+            aggregate = func.array_agg(band_keys.c.document_id)
+        else:
+            aggregate = func.group_concat(band_keys.c.document_id)
+        query = (
+            select(aggregate)
+            .where(band_keys.c.banding_id == banding_id)
+            .group_by(band_keys.c.band, band_keys.c.key)
+            .having(func.count() > 1)
+        )
+        result = connection.execute(
+            query, execution_options={"stream_results": True, "yield_per": chunk_size}
+        )
+        for partition in result.partitions():
+            groups = [g if isinstance(g, list) else g.split(",") for (g,) in partition]
+            sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
+            offsets = np.zeros(len(groups) + 1, dtype=np.int64)
+            np.cumsum(sizes, out=offsets[1:])
+            members = np.fromiter(
+                (int(d) for g in groups for d in g), dtype=np.int64, count=int(offsets[-1])
+            )
+            yield members, offsets
+
+    def lookup(
+        self, connection: Connection, banding_id: int, keys: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Indexed documents sharing a bucket with query row i of ``keys`` (int64, (m, bands)).
+
+        Returns (query_rows, document_ids), each distinct pair once.
+        """
+        m, n_bands = keys.shape
+        rows = np.column_stack(
+            (np.repeat(np.arange(m), n_bands), np.tile(np.arange(n_bands), m), keys.reshape(-1))
+        ).tolist()
+        found_q: list[int] = []
+        found_d: list[int] = []
+        for chunk in _chunks(rows, MAX_PARAMS // 3):
+            wanted = sa.values(
+                sa.column("q", sa.Integer),
+                sa.column("band", sa.SmallInteger),
+                sa.column("key", sa.BigInteger),
+                name="wanted",
+            ).data([tuple(r) for r in chunk]).cte()
+            query = (
+                select(wanted.c.q, band_keys.c.document_id)
+                .join(
+                    band_keys,
+                    (band_keys.c.banding_id == banding_id)
+                    & (band_keys.c.band == wanted.c.band)
+                    & (band_keys.c.key == wanted.c.key),
+                )
+                .distinct()
+            )
+            for q, d in connection.execute(query):
+                found_q.append(q)
+                found_d.append(d)
+        if not found_q:
+            return np.empty(0, np.int64), np.empty(0, np.int64)
+        pairs_found = np.unique(np.column_stack((found_q, found_d)).astype(np.int64), axis=0)
+        return pairs_found[:, 0], pairs_found[:, 1]
+
+    # -- pairs -----------------------------------------------------------------------------
+
+    def replace_pairs(
+        self,
+        connection: Connection,
+        banding_id: int,
+        doc_a: np.ndarray,
+        doc_b: np.ndarray,
+        estimated: np.ndarray,
+        exact: np.ndarray | None,
+    ) -> None:
+        connection.execute(pairs.delete().where(pairs.c.banding_id == banding_id))
+        exact_values = [None] * len(doc_a) if exact is None else exact.tolist()
+        rows = list(
+            zip(
+                [banding_id] * len(doc_a),
+                doc_a.tolist(),
+                doc_b.tolist(),
+                estimated.tolist(),
+                exact_values,
+                strict=True,
+            )
+        )
+        columns = ["banding_id", "doc_a", "doc_b", "estimated_jaccard", "exact_jaccard"]
+        for chunk in _chunks(rows, 100_000):
+            self._bulk_insert(connection, "pairs", columns, chunk)
+
+    def iter_pairs(
+        self, connection: Connection, banding_id: int, threshold: float
+    ) -> Iterator[dict[str, Any]]:
+        """Stored pairs with external ids and similarity >= threshold, most similar first."""
+        doc_a = documents.alias("doc_a")
+        doc_b = documents.alias("doc_b")
+        similarity = func.coalesce(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
+        query = (
+            select(
+                doc_a.c.external_id.label("id_a"),
+                doc_b.c.external_id.label("id_b"),
+                similarity.label("similarity"),
+                pairs.c.exact_jaccard,
+                pairs.c.estimated_jaccard,
+            )
+            .join(doc_a, doc_a.c.id == pairs.c.doc_a)
+            .join(doc_b, doc_b.c.id == pairs.c.doc_b)
+            .where(pairs.c.banding_id == banding_id, similarity >= threshold)
+            .order_by(similarity.desc(), doc_a.c.external_id, doc_b.c.external_id)
+        )
+        streamed = {"stream_results": True, "yield_per": 10_000}
+        for row in connection.execute(query, execution_options=streamed).mappings():
+            yield dict(row)
+
+    # -- statistics ------------------------------------------------------------------------
+
+    def bucket_sizes(self, connection: Connection, banding_id: int) -> list[tuple[int, int]]:
+        """(bucket size, number of buckets of that size), ascending by size."""
+        sizes = (
+            select(func.count().label("size"))
+            .where(band_keys.c.banding_id == banding_id)
+            .group_by(band_keys.c.band, band_keys.c.key)
+            .subquery()
+        )
+        query = select(sizes.c.size, func.count()).group_by(sizes.c.size).order_by(sizes.c.size)
+        return [(int(s), int(c)) for s, c in connection.execute(query)]
+
+    def largest_buckets(
+        self, connection: Connection, banding_id: int, limit: int
+    ) -> list[tuple[int, int, int]]:
+        """(band, key, size) of the largest buckets."""
+        size = func.count().label("size")
+        query = (
+            select(band_keys.c.band, band_keys.c.key, size)
+            .where(band_keys.c.banding_id == banding_id)
+            .group_by(band_keys.c.band, band_keys.c.key)
+            .having(func.count() > 1)
+            .order_by(size.desc(), band_keys.c.band, band_keys.c.key)
+            .limit(limit)
+        )
+        return [(int(b), int(k), int(s)) for b, k, s in connection.execute(query)]
+
+    def pair_count(self, connection: Connection, banding_id: int) -> int:
+        return connection.scalar(
+            select(func.count()).select_from(pairs).where(pairs.c.banding_id == banding_id)
+        )
+
+    def exact_duplicate_groups(self, connection: Connection) -> int:
+        """Number of content hashes shared by two or more documents."""
+        groups = (
+            select(documents.c.content_hash)
+            .group_by(documents.c.content_hash)
+            .having(func.count() > 1)
+            .subquery()
+        )
+        return connection.scalar(select(func.count()).select_from(groups))
+
+
+_PG_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, extension length
+_PG_BINARY_TRAILER = b"\xff\xff"
+_BAND_KEY_TUPLE = np.dtype(
+    [
+        ("fields", ">i2"),
+        ("banding_len", ">i4"), ("banding_id", ">i4"),
+        ("band_len", ">i4"), ("band", ">i2"),
+        ("key_len", ">i4"), ("key", ">i8"),
+        ("doc_len", ">i4"), ("document_id", ">i8"),
+    ]
+)  # fmt: skip
+
+
+def _copy_band_keys_binary(
+    connection: Connection, banding_id: int, band: np.ndarray, key: np.ndarray, doc: np.ndarray
+) -> None:
+    """COPY ... (FORMAT BINARY), the tuples laid out by numpy: no per-row Python."""
+    tuples = np.empty(band.shape[0], dtype=_BAND_KEY_TUPLE)
+    tuples["fields"] = 4
+    tuples["banding_len"], tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 4, 2, 8, 8
+    tuples["banding_id"] = banding_id
+    tuples["band"] = band
+    tuples["key"] = key
+    tuples["document_id"] = doc
+    cursor = connection.connection.dbapi_connection.cursor()
+    statement = "COPY band_keys (banding_id, band, key, document_id) FROM STDIN (FORMAT BINARY)"
+    with cursor.copy(statement) as copy:
+        copy.write(_PG_BINARY_HEADER + tuples.tobytes() + _PG_BINARY_TRAILER)
+
+
+def _chunks(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
