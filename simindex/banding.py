@@ -44,7 +44,8 @@ def candidate_probability(s, bands: int, rows: int):
     if np.any((s < 0) | (s > 1)):
         raise ParameterError("similarity must be within [0, 1]")
     # log1p/expm1 keep precision when s**rows is tiny or P is close to 1.
-    result = -np.expm1(bands * np.log1p(-(s**rows)))
+    with np.errstate(divide="ignore"):  # s = 1: log1p(-1) = -inf, and P = 1 as it should
+        result = -np.expm1(bands * np.log1p(-(s**rows)))
     return float(result) if result.ndim == 0 else result
 
 

@@ -170,7 +170,10 @@ class Store:
         self, connection: Connection, ids: np.ndarray, blobs: list[bytes]
     ) -> None:
         self._bulk_insert(
-            connection, "signatures", ["document_id", "minhashes"], list(zip(ids.tolist(), blobs, strict=True))
+            connection,
+            "signatures",
+            ["document_id", "minhashes"],
+            list(zip(ids.tolist(), blobs, strict=True)),
         )
 
     def insert_band_keys(
@@ -188,7 +191,9 @@ class Store:
         rows = np.column_stack(
             (np.full(n * bands, banding_id), band[order], key[order], doc[order])
         ).tolist()
-        self._bulk_insert(connection, "band_keys", ["banding_id", "band", "key", "document_id"], rows)
+        self._bulk_insert(
+            connection, "band_keys", ["banding_id", "band", "key", "document_id"], rows
+        )
 
     def _bulk_insert(
         self, connection: Connection, table: str, columns: list[str], rows: list[Sequence]
@@ -355,12 +360,16 @@ class Store:
         found_q: list[int] = []
         found_d: list[int] = []
         for chunk in _chunks(rows, MAX_PARAMS // 3):
-            wanted = sa.values(
-                sa.column("q", sa.Integer),
-                sa.column("band", sa.SmallInteger),
-                sa.column("key", sa.BigInteger),
-                name="wanted",
-            ).data([tuple(r) for r in chunk]).cte()
+            wanted = (
+                sa.values(
+                    sa.column("q", sa.Integer),
+                    sa.column("band", sa.SmallInteger),
+                    sa.column("key", sa.BigInteger),
+                    name="wanted",
+                )
+                .data([tuple(r) for r in chunk])
+                .cte()
+            )
             query = (
                 select(wanted.c.q, band_keys.c.document_id)
                 .join(

@@ -1,0 +1,3 @@
+from simindex.cli import app
+
+app(prog_name="simindex")

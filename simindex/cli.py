@@ -1,0 +1,565 @@
+"""The ``simindex`` command: a thin Typer layer over :class:`simindex.Index`.
+
+Each command opens the index, makes one library call and renders the result: data on
+stdout, progress and summaries on stderr. A SimindexError becomes ``Error: ...`` and exit
+code 1; any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from simindex import banding as lsh
+from simindex import migrate
+from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE
+from simindex.errors import InputError, ParameterError, SimindexError
+from simindex.index import DEFAULT_BATCH_SIZE, DEFAULT_THRESHOLD, Index, Match
+from simindex.readers import read_documents
+from simindex.spec import SignatureSpec
+from simindex.store import create_engine, database_url, display_url
+
+app = typer.Typer(
+    help="A persistent near-duplicate index: MinHash LSH in SQLite or PostgreSQL.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+db_app = typer.Typer(
+    help="The database schema: upgrade it, show its revision.", no_args_is_help=True
+)
+app.add_typer(db_app, name="db")
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True)
+
+Db = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        envvar="SIMINDEX_DATABASE_URL",
+        help="Database: a SQLite file path, sqlite:///path or postgresql://user@host/db. "
+        "Default: ./simindex.db",
+        show_default=False,
+    ),
+]
+Threshold = Annotated[
+    float | None,
+    typer.Option(
+        help="Similarity threshold in [0, 1]; default: the index's (set at init).",
+        show_default=False,
+    ),
+]
+
+
+class InputFormat(str, Enum):
+    auto = "auto"
+    jsonl = "jsonl"
+    csv = "csv"
+    tsv = "tsv"
+
+
+class Policy(str, Enum):
+    fail = "fail"
+    skip = "skip"
+
+
+class ExportFormat(str, Enum):
+    csv = "csv"
+    jsonl = "jsonl"
+
+
+class Shingle(str, Enum):
+    char = "char"
+    word = "word"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(function: F) -> F:
+    """Print a SimindexError as one line and exit 1, without a traceback."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except SimindexError as exc:
+            err.print(f"[bold red]Error:[/] {exc}", highlight=False)
+            raise typer.Exit(1) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.command()
+@user_errors
+def init(
+    db: Db = None,
+    threshold: Annotated[
+        float,
+        typer.Option(help="Similarity that counts as a duplicate; the banding is tuned for it."),
+    ] = DEFAULT_THRESHOLD,
+    bands: Annotated[
+        int | None, typer.Option(help="LSH bands (with --rows), instead of tuning.")
+    ] = None,
+    rows: Annotated[int | None, typer.Option(help="Rows per band (with --bands).")] = None,
+    num_perm: Annotated[int, typer.Option(help="MinHash functions (signature length).")] = 128,
+    shingle: Annotated[
+        Shingle, typer.Option(help="Shingle unit: characters or words.")
+    ] = Shingle.char,
+    k: Annotated[int, typer.Option("-k", "--k", help="Shingle length in characters or words.")] = 5,
+    seed: Annotated[int, typer.Option(help="Seed of the MinHash functions.")] = 1,
+    keep_text: Annotated[
+        bool, typer.Option(help="Store document text (enables exact verification).")
+    ] = True,
+) -> None:
+    """Create an index in an empty database."""
+    spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
+    with Index.create(
+        db, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
+    ) as index:
+        _describe_index(index)
+
+
+@app.command()
+@user_errors
+def ingest(
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            help="Input files (JSON lines, CSV, or id<TAB>text; .gz is fine; - is stdin)."
+        ),
+    ],
+    db: Db = None,
+    fmt: Annotated[
+        InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
+    ] = InputFormat.auto,
+    id_field: Annotated[
+        str, typer.Option(help="Field (JSON) or column (CSV) holding the id.")
+    ] = "id",
+    text_field: Annotated[str, typer.Option(help="Field or column holding the text.")] = "text",
+    encoding: Annotated[str, typer.Option(help="Text encoding of the input files.")] = "utf-8",
+    batch_size: Annotated[
+        int, typer.Option(help="Documents per batch (bounds memory).")
+    ] = DEFAULT_BATCH_SIZE,
+    on_duplicate: Annotated[
+        Policy, typer.Option(help="An id that is already indexed or repeats: fail, or skip it.")
+    ] = Policy.fail,
+    on_empty: Annotated[
+        Policy, typer.Option(help="A document with no text: fail, or skip it.")
+    ] = Policy.fail,
+) -> None:
+    """Add documents to the index (creating it with default settings if the database has none).
+
+    All files go in one transaction: on any error nothing is added."""
+    index, created = Index.open_or_create(db)
+    with index:
+        if created:
+            err.print(f"Created a new index in {index.url}", highlight=False)
+            _describe_index(index)
+        started = time.perf_counter()
+        with _progress("Ingesting") as advance:
+            documents = (
+                d
+                for path in files
+                for d in read_documents(path, fmt.value, id_field, text_field, encoding)
+            )
+            result = index.add(
+                documents,
+                batch_size=batch_size,
+                on_duplicate=on_duplicate.value,
+                on_empty=on_empty.value,
+                progress=advance,
+            )
+        seconds = time.perf_counter() - started
+        err.print(
+            f"Added {result.added:,} documents in {seconds:.1f} s ({result.added / max(seconds, 1e-9):,.0f} docs/s)"
+            + (
+                f"; skipped {len(result.skipped_existing):,} already indexed or repeated"
+                if result.skipped_existing
+                else ""
+            )
+            + (f"; skipped {len(result.skipped_empty):,} empty" if result.skipped_empty else ""),
+            highlight=False,
+        )
+
+
+@app.command()
+@user_errors
+def query(
+    text: Annotated[
+        str | None, typer.Argument(help="The text to look up.", show_default=False)
+    ] = None,
+    db: Db = None,
+    file: Annotated[Path | None, typer.Option(help="Read the text from this file.")] = None,
+    doc_id: Annotated[
+        str | None, typer.Option("--id", help="Look up an indexed document by its id.")
+    ] = None,
+    threshold: Threshold = None,
+    limit: Annotated[int, typer.Option(help="At most this many matches.")] = 20,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
+) -> None:
+    """Find indexed documents similar to a text, a file, or an indexed document."""
+    given = [x for x in (text, file, doc_id) if x is not None]
+    if len(given) != 1:
+        raise ParameterError("give exactly one of: a TEXT argument, --file, or --id")
+    with Index.open(db) as index:
+        if doc_id is not None:
+            matches = index.query_id(doc_id, threshold=threshold, limit=limit)
+        else:
+            if file is not None:
+                try:
+                    text = file.read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError) as exc:
+                    raise InputError(f"{file}: can't read as UTF-8 text: {exc}") from None
+            matches = index.query(text or "", threshold=threshold, limit=limit)
+        _print_matches(matches, as_json)
+        err.print(f"{len(matches)} match(es)", highlight=False)
+
+
+@app.command()
+@user_errors
+def pairs(
+    db: Db = None,
+    threshold: Threshold = None,
+    max_bucket_size: Annotated[
+        int, typer.Option(help="Buckets larger than this are linked to one member, not paired out.")
+    ] = DEFAULT_MAX_BUCKET_SIZE,
+    show: Annotated[
+        int, typer.Option(help="Print this many of the most similar pairs (0: none).")
+    ] = 20,
+) -> None:
+    """Find candidate pairs in the database, verify them, and store the similar ones."""
+    with Index.open(db) as index:
+        report = index.find_pairs(threshold, max_bucket_size=max_bucket_size)
+        verdict = "exact Jaccard" if report.exact else "estimated Jaccard (text not kept)"
+        err.print(
+            f"{report.candidates:,} candidate pairs -> {report.pairs:,} pairs with {verdict} >= "
+            f"{report.threshold} in {report.seconds:.2f} s",
+            highlight=False,
+        )
+        if report.hot_buckets:
+            err.print(
+                f"{report.hot_buckets} bucket(s) had more than {max_bucket_size} members (largest "
+                f"{report.largest_bucket}); their members were linked to one representative",
+                highlight=False,
+            )
+        if show:
+            table = Table("id_a", "id_b", "similarity", "estimate")
+            for i, pair in enumerate(index.pairs(report.threshold)):
+                if i == show:
+                    break
+                table.add_row(
+                    pair["id_a"],
+                    pair["id_b"],
+                    f"{pair['similarity']:.3f}",
+                    f"{pair['estimated_jaccard']:.3f}",
+                )
+            out.print(table)
+
+
+@app.command()
+@user_errors
+def export(
+    db: Db = None,
+    threshold: Threshold = None,
+    fmt: Annotated[
+        ExportFormat, typer.Option("--format", help="Output format.")
+    ] = ExportFormat.csv,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Output file (default: stdout).")
+    ] = None,
+) -> None:
+    """Write the verified pairs (found by `simindex pairs`) with external ids and similarities."""
+    with Index.open(db) as index:
+        rows = index.pairs(threshold)
+        first = next(rows, None)  # raises before the output file is created, if pairs are missing
+        stream = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout
+        try:
+            count = _write_pairs(stream, fmt, [first] if first else [], rows)
+        finally:
+            if output:
+                stream.close()
+        err.print(
+            f"Exported {count:,} pairs" + (f" to {output}" if output else ""), highlight=False
+        )
+
+
+def _write_pairs(stream, fmt: ExportFormat, head: list[dict], rows: Iterator[dict]) -> int:
+    fields = ["id_a", "id_b", "similarity", "exact_jaccard", "estimated_jaccard"]
+    writer = csv.DictWriter(stream, fields) if fmt is ExportFormat.csv else None
+    if writer:
+        writer.writeheader()
+    count = 0
+    for row in (*head, *rows) if not head else _chain(head, rows):
+        if writer:
+            writer.writerow(row)
+        else:
+            stream.write(json.dumps(row) + "\n")
+        count += 1
+    return count
+
+
+def _chain(head: list[dict], rows: Iterator[dict]) -> Iterator[dict]:
+    yield from head
+    yield from rows
+
+
+@app.command()
+@user_errors
+def reband(
+    db: Db = None,
+    bands: Annotated[
+        int | None, typer.Option(help="Bands of the new banding (with --rows).")
+    ] = None,
+    rows: Annotated[int | None, typer.Option(help="Rows per band (with --bands).")] = None,
+    threshold: Annotated[
+        float | None, typer.Option(help="Tune the new banding for this threshold instead.")
+    ] = None,
+    activate: Annotated[bool, typer.Option(help="Make the new banding the active one.")] = True,
+    drop_old: Annotated[
+        bool, typer.Option(help="Delete the other bandings (and their band keys and pairs).")
+    ] = False,
+) -> None:
+    """Build a new banding from the stored signatures (no text is re-read)."""
+    with Index.open(db) as index:
+        if threshold is not None:
+            if bands is not None or rows is not None:
+                raise ParameterError("give --threshold or --bands and --rows, not both")
+            chosen = lsh.tune_threshold(index.spec.num_perm, threshold).chosen
+            bands, rows = chosen.bands, chosen.rows
+        if bands is None or rows is None:
+            raise ParameterError("give --bands and --rows, or --threshold")
+        started = time.perf_counter()
+        banding_id = index.reband(bands, rows, activate=activate, drop_old=drop_old)
+        err.print(
+            f"Built banding {banding_id} ({bands} bands x {rows} rows) in {time.perf_counter() - started:.1f} s"
+            + ("; it is now active" if activate else ""),
+            highlight=False,
+        )
+
+
+@app.command()
+@user_errors
+def stats(
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
+) -> None:
+    """Documents, bandings, bucket sizes and the largest buckets of the index."""
+    with Index.open(db) as index:
+        result = index.stats()
+    if as_json:
+        out.print_json(json.dumps(result, default=str))
+        return
+    out.print(f"index      {result['url']}\nscheme     {index.spec.describe()}", highlight=False)
+    out.print(
+        f"documents  {result['documents']:,} ({result['exact_duplicate_groups']:,} groups of exact duplicates)\n"
+        f"text kept  {'yes' if result['keep_text'] else 'no'}; default threshold {result['threshold']}",
+        highlight=False,
+    )
+    table = Table("banding", "bands x rows", "state", "active", "pairs found at", title="Bandings")
+    for b in result["bandings"]:
+        table.add_row(
+            str(b["id"]),
+            f"{b['bands']} x {b['rows']}",
+            b["state"],
+            "yes" if b["is_active"] else "",
+            "-" if b["pairs_threshold"] is None else str(b["pairs_threshold"]),
+        )
+    out.print(table)
+    sizes = Table(
+        "bucket size", "buckets", title=f"Bucket sizes (banding {result['active_banding']})"
+    )
+    for size, count in result["bucket_sizes"]:
+        sizes.add_row(f"{size:,}", f"{count:,}")
+    out.print(sizes)
+    largest = Table("band", "key", "documents", title="Largest buckets")
+    for band, key, size in result["largest_buckets"]:
+        largest.add_row(str(band), str(key), f"{size:,}")
+    out.print(largest)
+
+
+@app.command()
+@user_errors
+def tune(
+    num_perm: Annotated[int, typer.Option(help="Signature length to tune for.")] = 128,
+    threshold: Annotated[
+        float | None,
+        typer.Option(help="One threshold t: P(t) >= --recall, fewest candidates at t/2."),
+    ] = None,
+    recall: Annotated[
+        float, typer.Option(help="With --threshold: candidate probability at t.")
+    ] = lsh.DEFAULT_RECALL,
+    low: Annotated[
+        float | None,
+        typer.Option(help="Low similarity: pairs below it should rarely be candidates."),
+    ] = None,
+    p_low: Annotated[
+        float | None, typer.Option(help="At most this candidate probability at --low.")
+    ] = None,
+    high: Annotated[
+        float | None, typer.Option(help="High similarity: pairs above it should be candidates.")
+    ] = None,
+    p_high: Annotated[
+        float | None, typer.Option(help="At least this candidate probability at --high.")
+    ] = None,
+    show: Annotated[
+        int, typer.Option(help="List this many of the bandings that meet the targets.")
+    ] = 10,
+) -> None:
+    """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
+    targets = (low, p_low, high, p_high)
+    if threshold is not None and any(t is not None for t in targets):
+        raise ParameterError("give --threshold, or --low --p-low --high --p-high, not both")
+    if threshold is not None:
+        result = lsh.tune_threshold(num_perm, threshold, recall)
+    elif all(t is not None for t in targets):
+        result = lsh.tune(num_perm, low, p_low, high, p_high)  # type: ignore[arg-type]
+    else:
+        raise ParameterError("give --threshold, or all four of --low --p-low --high --p-high")
+    chosen = result.chosen
+    goal_low = "(ranking only)" if threshold is not None else f"<= {result.p_low:g}"
+    out.print(
+        f"targets: P({result.s_low:g}) {goal_low}, P({result.s_high:g}) >= {result.p_high:g}, num_perm {num_perm}",
+        highlight=False,
+    )
+    table = Table(
+        "bands",
+        "rows",
+        "hashes",
+        f"P({result.s_low:g})",
+        f"P({result.s_high:g})",
+        "approx threshold",
+        title=f"{len(result.feasible)} banding(s) meet the targets"
+        + (f"; the best {show}" if len(result.feasible) > show else ""),
+    )
+    for b in result.feasible[:show]:
+        table.add_row(
+            str(b.bands),
+            str(b.rows),
+            str(b.hashes_used),
+            f"{b.p_at_low:.4g}",
+            f"{b.p_at_high:.6g}",
+            f"{lsh.approx_threshold(b.bands, b.rows):.3f}",
+        )
+    if result.feasible:
+        out.print(table)
+        out.print(f"chosen: {chosen.bands} bands x {chosen.rows} rows", highlight=False)
+    else:
+        out.print(f"No banding within {num_perm} hashes meets the targets.", highlight=False)
+        out.print(f"best compromise: {chosen.bands} bands x {chosen.rows} rows", highlight=False)
+        needed = result.num_perm_needed
+        out.print(
+            f"num_perm needed to meet them: {needed}"
+            if needed
+            else "no num_perm up to 65536 meets them",
+            highlight=False,
+        )
+    out.print(
+        f"  P({result.s_low:g}) = {chosen.p_at_low:.6g}, P({result.s_high:g}) = {chosen.p_at_high:.6g}, "
+        f"approx threshold (1/b)^(1/r) = {lsh.approx_threshold(chosen.bands, chosen.rows):.3f}\n"
+        f"  the curve crosses {result.p_low:g} at similarity {result.low_crossing:.4f} "
+        f"and {result.p_high:g} at similarity {result.high_crossing:.4f}",
+        highlight=False,
+    )
+
+
+@db_app.command()
+@user_errors
+def upgrade(db: Db = None) -> None:
+    """Create or migrate the schema to this simindex's revision."""
+    engine = create_engine(database_url(db))
+    try:
+        before, after = migrate.upgrade(engine)
+    finally:
+        engine.dispose()
+    if before == after:
+        err.print(f"{display_url(str(engine.url))} is already at revision {after}", highlight=False)
+    else:
+        err.print(
+            f"Upgraded {display_url(str(engine.url))} from {before or 'an empty database'} to {after}",
+            highlight=False,
+        )
+
+
+@db_app.command()
+@user_errors
+def current(db: Db = None) -> None:
+    """Show the database's schema revision and the one this simindex needs."""
+    engine = create_engine(database_url(db))
+    try:
+        with engine.connect() as connection:
+            revision = migrate.current_revision(connection)
+    finally:
+        engine.dispose()
+    head = migrate.head_revision()
+    state = "up to date" if revision == head else "run `simindex db upgrade`"
+    out.print(
+        f"database revision: {revision or 'none'}\nsimindex needs:    {head} ({state})",
+        highlight=False,
+    )
+
+
+def _describe_index(index: Index) -> None:
+    active = next(b for b in index.bandings() if b["is_active"])
+    p = lsh.candidate_probability(index.threshold, active["bands"], active["rows"])
+    err.print(
+        f"{index.spec.describe()}; text {'kept' if index.keep_text else 'not kept'}\n"
+        f"banding {active['bands']} bands x {active['rows']} rows: a pair at similarity "
+        f"{index.threshold} becomes a candidate with probability {p:.4f}",
+        highlight=False,
+    )
+
+
+def _print_matches(matches: list[Match], as_json: bool) -> None:
+    if as_json:
+        for m in matches:
+            out.print_json(
+                json.dumps(
+                    {
+                        "id": m.external_id,
+                        "similarity": m.similarity,
+                        "exact_jaccard": m.exact_jaccard,
+                        "estimated_jaccard": m.estimated_jaccard,
+                    }
+                )
+            )
+        return
+    table = Table("id", "similarity", "exact", "estimate")
+    for m in matches:
+        exact = "-" if m.exact_jaccard is None else f"{m.exact_jaccard:.3f}"
+        table.add_row(m.external_id, f"{m.similarity:.3f}", exact, f"{m.estimated_jaccard:.3f}")
+    out.print(table)
+
+
+class _progress:
+    """A rich progress display on stderr counting documents; yields ``advance(n)``."""
+
+    def __init__(self, label: str):
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn(f"{label} {{task.completed:,}} documents"),
+            TimeElapsedColumn(),
+            console=err,
+            transient=True,
+        )
+
+    def __enter__(self) -> Callable[[int], None]:
+        self._progress.__enter__()
+        task = self._progress.add_task(label := "docs", total=None)
+        del label
+        return lambda n: self._progress.advance(task, n)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self._progress.__exit__(*exc_info)

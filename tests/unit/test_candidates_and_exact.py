@@ -1,0 +1,50 @@
+"""Candidate pairs from buckets, hot buckets, and the exact all-pairs join."""
+
+import numpy as np
+
+from simindex import SignatureSpec, shingle_sets
+from simindex.candidates import bucket_pairs, collect, group_keys
+from simindex.exact import similar_pairs
+from simindex.verify import exact_jaccard
+
+
+def test_bucket_pairs_pairs_small_buckets_and_links_hot_ones():
+    members = np.array([5, 3, 9, 1, 2, 3, 4], dtype=np.int64)
+    offsets = np.array([0, 3, 7])
+    a, b, hot = bucket_pairs(members, offsets, max_bucket_size=3)
+    assert hot == 1
+    assert sorted(zip(a.tolist(), b.tolist())) == [(1, 2), (1, 3), (1, 4), (3, 5), (3, 9), (5, 9)]
+
+
+def test_collect_deduplicates_across_buckets_and_chunks():
+    chunk = (np.array([1, 2, 2, 1]), np.array([0, 2, 4]))
+    candidates = collect([chunk, chunk], max_bucket_size=10)
+    assert list(zip(candidates.doc_a, candidates.doc_b)) == [(1, 2)]
+    assert candidates.largest_bucket == 2
+
+
+def test_a_hot_bucket_of_20000_members_costs_linear_pairs():
+    members = np.arange(1, 20_001, dtype=np.int64)
+    candidates = collect([(members, np.array([0, 20_000]))], max_bucket_size=500)
+    assert len(candidates) == 19_999 and candidates.hot_buckets == 1
+
+
+def test_group_keys_finds_shared_band_keys():
+    keys = np.array([[1, 7], [2, 7], [1, 8]], dtype=np.int64)
+    members, offsets = group_keys(keys, np.array([10, 11, 12]))
+    buckets = sorted(sorted(members[offsets[i] : offsets[i + 1]].tolist()) for i in range(len(offsets) - 1))
+    assert buckets == [[10, 11], [10, 12]]
+
+
+def test_exact_join_equals_brute_force():
+    rng = np.random.default_rng(3)
+    base = ["".join(rng.choice(list("abcdefgh"), size=rng.integers(5, 60))) for _ in range(60)]
+    texts = base + [t[: len(t) // 2] + "x" + t[len(t) // 2 :] for t in base[:30]]
+    sets = shingle_sets(texts, SignatureSpec(k=3))
+    rows_a, rows_b = np.triu_indices(len(texts), 1)
+    jaccard = exact_jaccard(sets, rows_a, rows_b)
+    for threshold in (0.3, 0.5, 0.8, 1.0):
+        a, b, j = similar_pairs(sets, threshold)
+        keep = jaccard >= threshold
+        assert set(zip(a.tolist(), b.tolist())) == set(zip(rows_a[keep].tolist(), rows_b[keep].tolist()))
+        assert np.allclose(np.sort(j), np.sort(jaccard[keep]))

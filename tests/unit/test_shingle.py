@@ -1,0 +1,36 @@
+"""Normalization and shingling, checked against sets built in plain Python."""
+
+import numpy as np
+
+from simindex import SignatureSpec, normalize, shingle_sets
+from simindex.verify import exact_jaccard
+
+
+def test_normalize_folds_case_compatibility_forms_and_whitespace():
+    assert normalize("  Ｈｅｌｌｏ\tWORLD\n\n ﬁne  ") == "hello world fine"
+    assert normalize(" \t\n ") == ""
+
+
+def test_char_shingle_counts_are_the_distinct_k_grams():
+    texts = ["abcabcabc", "abcd", "a", "", "ééééé é", "日本語のテキストです"]
+    sets = shingle_sets(texts, SignatureSpec(k=3))
+    expected = [len({t[i : i + 3] for i in range(max(len(t) - 2, 1))}) if t else 0 for t in texts]
+    assert sets.counts.tolist() == expected
+
+
+def test_word_shingles():
+    spec = SignatureSpec(shingle="word", k=2)
+    sets = shingle_sets(["a b a b", "one", "x y z"], spec)
+    assert sets.counts.tolist() == [2, 1, 2]  # {a b, b a}; {one}; {x y, y z}
+
+
+def test_exact_jaccard_of_shingle_sets_matches_python_sets():
+    texts = ["the cat sat on the mat", "the cat sat on a mat", "completely different words"]
+    sets = shingle_sets(texts, SignatureSpec(k=4))
+    python = [{t[i : i + 4] for i in range(len(t) - 3)} for t in texts]
+    rows_a, rows_b = np.array([0, 0, 1]), np.array([1, 2, 2])
+    got = exact_jaccard(sets, rows_a, rows_b)
+    want = [len(python[a] & python[b]) / len(python[a] | python[b]) for a, b in zip(rows_a, rows_b)]
+    assert np.allclose(got, want)
+    for i in range(3):  # each set is sorted and distinct
+        assert np.all(np.diff(sets[i].astype(np.float64)) > 0)
