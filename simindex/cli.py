@@ -42,7 +42,7 @@ db_app = typer.Typer(
 app.add_typer(db_app, name="db")
 
 out = Console(soft_wrap=True)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 Db = Annotated[
     str | None,
@@ -360,7 +360,7 @@ def stats(
     with Index.open(db) as index:
         result = index.stats()
     if as_json:
-        out.print_json(json.dumps(result, default=str))
+        typer.echo(json.dumps(result, default=str, indent=2))
         return
     out.print(f"index      {result['url']}\nscheme     {index.spec.describe()}", highlight=False)
     out.print(
@@ -525,16 +525,9 @@ def _describe_index(index: Index) -> None:
 def _print_matches(matches: list[Match], as_json: bool) -> None:
     if as_json:
         for m in matches:
-            out.print_json(
-                json.dumps(
-                    {
-                        "id": m.external_id,
-                        "similarity": m.similarity,
-                        "exact_jaccard": m.exact_jaccard,
-                        "estimated_jaccard": m.estimated_jaccard,
-                    }
-                )
-            )
+            record = {"id": m.external_id, "similarity": m.similarity,
+                      "exact_jaccard": m.exact_jaccard, "estimated_jaccard": m.estimated_jaccard}
+            typer.echo(json.dumps(record))
         return
     table = Table("id", "similarity", "exact", "estimate")
     for m in matches:

@@ -643,6 +643,13 @@ def _unpack_documents(batch: Sequence[Document]) -> tuple[list[str], list[str], 
             raise InputError(
                 f"the text of document {external_id!r} must be a string, got {type(text).__name__}"
             )
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InputError(
+                f"the text of document {external_id!r} holds a lone surrogate (e.g. a bad "
+                "\\ud800 escape in JSON), which is not Unicode text"
+            ) from None
         external_ids.append(external_id)
         texts.append(text)
         metadata.append(document[2] if len(document) == 3 else None)

@@ -60,7 +60,8 @@ def pack(signature: np.ndarray) -> bytes:
 
 def unpack(blobs: Iterable[bytes], num_perm: int) -> np.ndarray:
     """Stored signatures back to a uint32 array of shape (n, num_perm)."""
+    blobs = list(blobs)
+    if any(len(blob) != 4 * num_perm for blob in blobs):
+        raise ValueError(f"a stored signature is not 4*{num_perm} bytes long: not this index's")
     data = b"".join(blobs)
-    if len(data) % (4 * num_perm):
-        raise ValueError(f"stored signature bytes ({len(data)}) are not a multiple of 4*{num_perm}")
     return np.frombuffer(data, dtype=SIGNATURE_DTYPE).reshape(-1, num_perm).astype(np.uint32)

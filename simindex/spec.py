@@ -81,7 +81,7 @@ class SignatureSpec:
         return cls(**values)  # type: ignore[arg-type]
 
     def describe(self) -> str:
-        unit = "characters" if self.shingle == "char" else "words"
+        unit = "character" if self.shingle == "char" else "word"
         return (
             f"{self.scheme}: {self.k}-{unit} shingles, {self.num_perm} hashes, seed {self.seed}, "
             f"normalization {self.normalization}"

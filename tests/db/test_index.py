@@ -1,0 +1,199 @@
+"""The persistent index on every backend: create, add, query, pairs, re-band, versions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+
+from simindex import Index, SignatureSpec, candidate_probability, normalize, shingle_sets
+from simindex.errors import (
+    DatabaseError,
+    DuplicateIdError,
+    EmptyDocumentError,
+    SchemaVersionError,
+    SimindexError,
+)
+from simindex.exact import similar_pairs
+from simindex.store import database_url
+
+
+def _pairs(index: Index, threshold: float) -> dict[tuple[str, str], float]:
+    return {(p["id_a"], p["id_b"]): p["similarity"] for p in index.pairs(threshold)}
+
+
+def _truth(docs, threshold: float, spec: SignatureSpec = SignatureSpec()) -> dict[tuple[str, str], float]:
+    """Exact all-pairs Jaccard >= threshold of the same shingles (no LSH)."""
+    sets = shingle_sets([normalize(d[1]) for d in docs], spec)
+    a, b, j = similar_pairs(sets, threshold)
+    return {tuple(sorted((docs[x][0], docs[y][0]))): s for x, y, s in zip(a, b, j, strict=True)}
+
+
+def test_create_then_open_keeps_the_settings(db_url):
+    spec = SignatureSpec(k=4, num_perm=64, seed=9)
+    with Index.create(db_url, spec, threshold=0.7, keep_text=False) as index:
+        assert index.bandings()[0]["is_active"]
+    with Index.open(db_url) as index:
+        assert index.spec == spec
+        assert index.threshold == 0.7 and not index.keep_text
+    with pytest.raises(DatabaseError, match="already holds a simindex index"):
+        Index.create(db_url)
+
+
+def test_sample_corpus_pairs_are_the_exact_pairs(db_url, news):
+    with Index.create(db_url, threshold=0.5) as index:  # banding tuned for 0.5
+        result = index.add(news)
+        assert result.added == 100
+        report = index.find_pairs()
+        found = _pairs(index, 0.5)
+        index.reband(20, 5)  # the banding tuned for 0.8
+        index.find_pairs(0.8)
+        found_at_08 = _pairs(index, 0.8)
+    truth = _truth(news, 0.5)
+    assert report.exact and report.pairs == len(found) == 30
+    assert found.keys() == truth.keys()
+    assert found_at_08.keys() == {p for p, j in truth.items() if j >= 0.8}
+    for pair, similarity in found.items():
+        assert similarity == pytest.approx(truth[pair], abs=1e-12)
+    assert ("n003", "n019") in found  # a planted exact duplicate
+
+
+def test_query_text_and_query_id(db_url, news):
+    with Index.create(db_url) as index:
+        index.add(news)
+        text = dict((d[0], d[1]) for d in news)["n001"]
+        matches = index.query(text, threshold=0.5)
+        assert [m.external_id for m in matches][:2] == ["n001", "n005"]
+        assert matches[0].similarity == 1.0
+        by_id = index.query_id("n001", threshold=0.5)
+        assert [m.external_id for m in by_id] == ["n005"]
+        assert by_id[0].exact_jaccard == pytest.approx(_truth(news, 0.5)[("n001", "n005")])
+        assert index.query("nothing like anything in the corpus at all, surely", threshold=0.5) == []
+        with pytest.raises(SimindexError, match="no document with id 'nope'"):
+            index.query_id("nope")
+        with pytest.raises(EmptyDocumentError):
+            index.query("  \n ")
+
+
+def test_query_then_insert_finds_the_batch_pairs(db_url, news):
+    """Streaming dedup over the corpus, in small batches, finds exactly the batch pairs."""
+    with Index.create(db_url, threshold=0.5) as index:
+        result = index.add(news, batch_size=7, find_duplicates=0.5)
+        index.find_pairs(0.5)
+        batch_pairs = set(_pairs(index, 0.5))
+    order = {d[0]: i for i, d in enumerate(news)}
+    streamed = set()
+    for new_id, matches in result.duplicates.items():
+        for m in matches:
+            assert order[m.external_id] < order[new_id]  # only earlier documents
+            streamed.add(tuple(sorted((new_id, m.external_id))))
+    assert streamed == batch_pairs and len(streamed) > 20
+
+
+def test_duplicate_ids_fail_or_skip_and_leave_nothing_half_written(db_url, news):
+    with Index.create(db_url) as index:
+        index.add(news[:10])
+        with pytest.raises(DuplicateIdError, match="'n001' is already indexed"):
+            index.add(news[10:20] + news[:1])
+        assert index.stats()["documents"] == 10  # the failed call added nothing
+        with pytest.raises(DuplicateIdError, match="appears twice"):
+            index.add([("x", "some text here"), ("x", "other text")])
+        result = index.add(news[5:20] + [news[12]], on_duplicate="skip")
+        assert result.added == 10 and len(result.skipped_existing) == 6
+        assert index.stats()["documents"] == 20
+
+
+def test_empty_documents_fail_or_skip(db_url):
+    with Index.create(db_url) as index:
+        with pytest.raises(EmptyDocumentError, match="'blank' has no text"):
+            index.add([("ok", "a fine text"), ("blank", " \t\n")])
+        result = index.add([("ok", "a fine text"), ("blank", " \t\n")], on_empty="skip")
+        assert result.added == 1 and result.skipped_empty == ["blank"]
+
+
+def test_pairs_are_refused_when_stale_or_found_at_a_higher_threshold(db_url, news):
+    with Index.create(db_url) as index:
+        index.add(news[:50])
+        with pytest.raises(SimindexError, match="run `simindex pairs"):
+            list(index.pairs())
+        index.find_pairs(0.8)
+        with pytest.raises(SimindexError, match="found at threshold 0.8"):
+            list(index.pairs(0.5))
+        assert all(p["similarity"] >= 0.9 for p in index.pairs(0.9))
+        index.add(news[50:])
+        with pytest.raises(SimindexError, match="have not been found for the current documents"):
+            list(index.pairs(0.8))
+
+
+def _synthetic_pairs(levels, per_level, size=100, seed=5):
+    """Documents in pairs of exactly known Jaccard (word shingles, k = 1, distinct words)."""
+    rng = np.random.default_rng(seed)
+    docs, truth, word = [], {}, iter(range(10**9))
+    for level in levels:
+        common = round(2 * size * level / (1 + level))
+        for i in range(per_level):
+            shared = [f"w{next(word)}" for _ in range(common)]
+            a = shared + [f"w{next(word)}" for _ in range(size - common)]
+            b = shared + [f"w{next(word)}" for _ in range(size - common)]
+            rng.shuffle(a)
+            rng.shuffle(b)
+            ids = (f"{level}-{i}-a", f"{level}-{i}-b")
+            docs += [(ids[0], " ".join(a)), (ids[1], " ".join(b))]
+            truth[ids] = common / (2 * size - common)
+    return docs, truth
+
+
+def test_reband_changes_candidates_as_the_s_curves_predict_without_text(db_url):
+    levels = [0.2, 0.35, 0.5, 0.65, 0.8]
+    docs, truth = _synthetic_pairs(levels, per_level=120)
+    spec = SignatureSpec(shingle="word", k=1)
+    with Index.create(db_url, spec, bands=42, rows=3, keep_text=False) as index:
+        index.add(docs)
+        index.find_pairs(0.0)  # every candidate, verified by the estimate only
+        first = _pairs(index, 0.0)
+        index.reband(20, 5, drop_old=True)
+        assert [(b["bands"], b["rows"]) for b in index.bandings()] == [(20, 5)]
+        index.find_pairs(0.0)
+        second = _pairs(index, 0.0)
+    for found, (bands, rows) in ((first, (42, 3)), (second, (20, 5))):
+        for level in levels:
+            pairs_at = [p for p, j in truth.items() if p[0].startswith(f"{level}-")]
+            rate = np.mean([p in found for p in pairs_at])
+            p = candidate_probability(truth[pairs_at[0]], bands, rows)
+            assert abs(rate - p) <= 4 * np.sqrt(p * (1 - p) / len(pairs_at)) + 0.01, (bands, rows, level)
+
+
+def test_a_newer_or_older_schema_is_refused_with_the_fix(db_url):
+    Index.create(db_url).close()
+    engine = sa.create_engine(database_url(db_url))
+    with engine.begin() as connection:
+        connection.exec_driver_sql("UPDATE alembic_version SET version_num = '9999'")
+    with pytest.raises(SchemaVersionError, match="made by a newer simindex"):
+        Index.open(db_url)
+    with engine.begin() as connection:
+        connection.exec_driver_sql("DELETE FROM alembic_version")
+    with pytest.raises(SchemaVersionError, match="run `simindex db upgrade`"):
+        Index.open(db_url)
+    engine.dispose()
+
+
+def test_an_empty_database_is_not_an_index(db_url):
+    with pytest.raises(DatabaseError, match="holds no simindex index"):
+        Index.open(db_url)
+
+
+def test_documents_and_metadata_are_stored_for_sql_users(db_url, news):
+    with Index.create(db_url) as index:
+        index.add(news[:3])
+        index.find_pairs()
+    engine = sa.create_engine(database_url(db_url))
+    with engine.connect() as connection:
+        rows = connection.execute(sa.text("SELECT external_id, text, metadata FROM documents ORDER BY id")).all()
+        keys = connection.execute(sa.text("SELECT count(*) FROM band_keys")).scalar()
+        list(connection.execute(sa.text("SELECT * FROM similar_pairs")))
+    engine.dispose()
+    assert [r[0] for r in rows] == ["n001", "n002", "n003"]
+    assert rows[0][1] == news[0][1]
+    metadata = rows[0][2] if isinstance(rows[0][2], dict) else __import__("json").loads(rows[0][2])
+    assert metadata["source"] == news[0][2]["source"]
+    assert keys == 3 * 20
