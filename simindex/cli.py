@@ -13,7 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterator
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -63,24 +63,24 @@ Threshold = Annotated[
 ]
 
 
-class InputFormat(str, Enum):
+class InputFormat(StrEnum):
     auto = "auto"
     jsonl = "jsonl"
     csv = "csv"
     tsv = "tsv"
 
 
-class Policy(str, Enum):
+class Policy(StrEnum):
     fail = "fail"
     skip = "skip"
 
 
-class ExportFormat(str, Enum):
+class ExportFormat(StrEnum):
     csv = "csv"
     jsonl = "jsonl"
 
 
-class Shingle(str, Enum):
+class Shingle(StrEnum):
     char = "char"
     word = "word"
 
@@ -525,8 +525,12 @@ def _describe_index(index: Index) -> None:
 def _print_matches(matches: list[Match], as_json: bool) -> None:
     if as_json:
         for m in matches:
-            record = {"id": m.external_id, "similarity": m.similarity,
-                      "exact_jaccard": m.exact_jaccard, "estimated_jaccard": m.estimated_jaccard}
+            record = {
+                "id": m.external_id,
+                "similarity": m.similarity,
+                "exact_jaccard": m.exact_jaccard,
+                "estimated_jaccard": m.estimated_jaccard,
+            }
             typer.echo(json.dumps(record))
         return
     table = Table("id", "similarity", "exact", "estimate")

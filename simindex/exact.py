@@ -45,8 +45,6 @@ def similar_pairs(sets: ShingleSets, threshold: float) -> tuple[np.ndarray, np.n
     return a[keep], b[keep], jaccard[keep]
 
 
-
-
 def _length_filtered_pairs(members, offsets, sizes, threshold):
     """Pairs (a < b) inside each bucket whose set sizes allow Jaccard >= threshold
     (min size >= threshold * max size)."""

@@ -37,7 +37,9 @@ def test_the_main_job(db_url, tmp_path):
     out = tmp_path / "pairs.jsonl"
     run("export", "--db", db_url, "--format", "jsonl", "-o", str(out))
     lines = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(lines) == len(list(csv.DictReader(io.StringIO(run("export", "--db", db_url).stdout))))
+    assert len(lines) == len(
+        list(csv.DictReader(io.StringIO(run("export", "--db", db_url).stdout)))
+    )
 
     query = run("query", "--db", db_url, "--id", "n001", "--json")
     assert json.loads(query.stdout.splitlines()[0])["id"] == "n005"
@@ -53,7 +55,9 @@ def test_the_main_job(db_url, tmp_path):
 
 def test_ingest_reads_csv_tsv_and_gzip_and_takes_the_db_from_the_environment(tmp_path, monkeypatch):
     monkeypatch.setenv("SIMINDEX_DATABASE_URL", str(tmp_path / "env.db"))
-    (tmp_path / "a.csv").write_text('doc,body\nc1,"first text, with a comma"\nc2,second text here\n')
+    (tmp_path / "a.csv").write_text(
+        'doc,body\nc1,"first text, with a comma"\nc2,second text here\n'
+    )
     (tmp_path / "b.tsv").write_text("t1\tthird text here\nt2\tfourth text\n")
     with gzip.open(tmp_path / "c.jsonl.gz", "wt") as f:
         f.write(json.dumps({"id": 7, "text": "a gzipped document"}) + "\n")

@@ -25,4 +25,6 @@ def test_every_command_and_option_is_in_the_cli_reference():
         for param in command.params:
             for option in param.opts:
                 if option.startswith("--") and option != "--help":
-                    assert option in sections[name], f"`{name}` option {option} is not in docs/cli.md"
+                    assert option in sections[name], (
+                        f"`{name}` option {option} is not in docs/cli.md"
+                    )

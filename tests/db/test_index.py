@@ -22,9 +22,9 @@ def _pairs(index: Index, threshold: float) -> dict[tuple[str, str], float]:
     return {(p["id_a"], p["id_b"]): p["similarity"] for p in index.pairs(threshold)}
 
 
-def _truth(docs, threshold: float, spec: SignatureSpec = SignatureSpec()) -> dict[tuple[str, str], float]:
+def _truth(docs, threshold: float) -> dict[tuple[str, str], float]:
     """Exact all-pairs Jaccard >= threshold of the same shingles (no LSH)."""
-    sets = shingle_sets([normalize(d[1]) for d in docs], spec)
+    sets = shingle_sets([normalize(d[1]) for d in docs], SignatureSpec())
     a, b, j = similar_pairs(sets, threshold)
     return {tuple(sorted((docs[x][0], docs[y][0]))): s for x, y, s in zip(a, b, j, strict=True)}
 
@@ -68,7 +68,9 @@ def test_query_text_and_query_id(db_url, news):
         by_id = index.query_id("n001", threshold=0.5)
         assert [m.external_id for m in by_id] == ["n005"]
         assert by_id[0].exact_jaccard == pytest.approx(_truth(news, 0.5)[("n001", "n005")])
-        assert index.query("nothing like anything in the corpus at all, surely", threshold=0.5) == []
+        assert (
+            index.query("nothing like anything in the corpus at all, surely", threshold=0.5) == []
+        )
         with pytest.raises(SimindexError, match="no document with id 'nope'"):
             index.query_id("nope")
         with pytest.raises(EmptyDocumentError):
@@ -160,7 +162,11 @@ def test_reband_changes_candidates_as_the_s_curves_predict_without_text(db_url):
             pairs_at = [p for p, j in truth.items() if p[0].startswith(f"{level}-")]
             rate = np.mean([p in found for p in pairs_at])
             p = candidate_probability(truth[pairs_at[0]], bands, rows)
-            assert abs(rate - p) <= 4 * np.sqrt(p * (1 - p) / len(pairs_at)) + 0.01, (bands, rows, level)
+            assert abs(rate - p) <= 4 * np.sqrt(p * (1 - p) / len(pairs_at)) + 0.01, (
+                bands,
+                rows,
+                level,
+            )
 
 
 def test_a_newer_or_older_schema_is_refused_with_the_fix(db_url):
@@ -188,7 +194,9 @@ def test_documents_and_metadata_are_stored_for_sql_users(db_url, news):
         index.find_pairs()
     engine = sa.create_engine(database_url(db_url))
     with engine.connect() as connection:
-        rows = connection.execute(sa.text("SELECT external_id, text, metadata FROM documents ORDER BY id")).all()
+        rows = connection.execute(
+            sa.text("SELECT external_id, text, metadata FROM documents ORDER BY id")
+        ).all()
         keys = connection.execute(sa.text("SELECT count(*) FROM band_keys")).scalar()
         list(connection.execute(sa.text("SELECT * FROM similar_pairs")))
     engine.dispose()

@@ -19,7 +19,10 @@ def corpus(reuters):
     docs = [d for d in reuters if normalize(d[1])]
     sets = shingle_sets([normalize(d[1]) for d in docs], SignatureSpec())
     a, b, jaccard = similar_pairs(sets, 0.8)
-    truth = {(docs[x][0], docs[y][0]): j for x, y, j in zip(a.tolist(), b.tolist(), jaccard.tolist(), strict=True)}
+    truth = {
+        (docs[x][0], docs[y][0]): j
+        for x, y, j in zip(a.tolist(), b.tolist(), jaccard.tolist(), strict=True)
+    }
     # The candidates the default banding (20 x 5) must produce, computed in memory.
     keys = band_keys(signatures(sets, SignatureSpec()), 20, 5)
     candidates = collect([group_keys(keys, np.arange(len(docs)))])
@@ -36,7 +39,8 @@ def test_reuters_recall_and_exact_export(db_url, corpus):
         index.add(docs)
         report = index.find_pairs()
         exported = {
-            tuple(sorted((p["id_a"], p["id_b"]), key=int)): p["exact_jaccard"] for p in index.pairs()
+            tuple(sorted((p["id_a"], p["id_b"]), key=int)): p["exact_jaccard"]
+            for p in index.pairs()
         }
     truth = {tuple(sorted(p, key=int)): j for p, j in truth.items()}
     strong = [p for p, j in truth.items() if j >= 0.85]

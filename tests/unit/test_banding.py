@@ -72,8 +72,12 @@ def test_feasible_targets_list_only_bandings_that_meet_them():
         assert lsh.candidate_probability(0.3, b.bands, b.rows) <= 0.05
         assert lsh.candidate_probability(0.8, b.bands, b.rows) >= 0.99
     assert result.chosen == result.feasible[0]
-    assert lsh.candidate_probability(result.low_crossing, result.chosen.bands, result.chosen.rows) == pytest.approx(0.05)
-    assert lsh.candidate_probability(result.high_crossing, result.chosen.bands, result.chosen.rows) == pytest.approx(0.99)
+    assert lsh.candidate_probability(
+        result.low_crossing, result.chosen.bands, result.chosen.rows
+    ) == pytest.approx(0.05)
+    assert lsh.candidate_probability(
+        result.high_crossing, result.chosen.bands, result.chosen.rows
+    ) == pytest.approx(0.99)
 
 
 def test_a_single_threshold_tunes_to_20_bands_of_5_rows_at_0_8():
@@ -85,14 +89,19 @@ def test_a_single_threshold_tunes_to_20_bands_of_5_rows_at_0_8():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: lsh.check_banding(42, 4, 128), "bands*rows must be <= num_perm, got 42*4=168 > 128"),
+        (
+            lambda: lsh.check_banding(42, 4, 128),
+            "bands*rows must be <= num_perm, got 42*4=168 > 128",
+        ),
         (lambda: lsh.tune(128, 0.9, 0.1, 0.5, 0.9), "low similarity must be below the high one"),
         (lambda: lsh.tune_threshold(128, 1.5), "threshold must be strictly between 0 and 1"),
         (lambda: lsh.candidate_probability(1.2, 2, 2), "within [0, 1]"),
     ],
 )
 def test_nonsense_parameters_are_refused_with_the_arithmetic(call, message):
-    with pytest.raises(ParameterError, match=message.replace("*", r"\*").replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(
+        ParameterError, match=message.replace("*", r"\*").replace("[", r"\[").replace("]", r"\]")
+    ):
         call()
 
 

@@ -32,7 +32,9 @@ def test_a_hot_bucket_of_20000_members_costs_linear_pairs():
 def test_group_keys_finds_shared_band_keys():
     keys = np.array([[1, 7], [2, 7], [1, 8]], dtype=np.int64)
     members, offsets = group_keys(keys, np.array([10, 11, 12]))
-    buckets = sorted(sorted(members[offsets[i] : offsets[i + 1]].tolist()) for i in range(len(offsets) - 1))
+    buckets = sorted(
+        sorted(members[offsets[i] : offsets[i + 1]].tolist()) for i in range(len(offsets) - 1)
+    )
     assert buckets == [[10, 11], [10, 12]]
 
 
@@ -46,5 +48,7 @@ def test_exact_join_equals_brute_force():
     for threshold in (0.3, 0.5, 0.8, 1.0):
         a, b, j = similar_pairs(sets, threshold)
         keep = jaccard >= threshold
-        assert set(zip(a.tolist(), b.tolist())) == set(zip(rows_a[keep].tolist(), rows_b[keep].tolist()))
+        assert set(zip(a.tolist(), b.tolist())) == set(
+            zip(rows_a[keep].tolist(), rows_b[keep].tolist())
+        )
         assert np.allclose(np.sort(j), np.sort(jaccard[keep]))

@@ -55,7 +55,11 @@ def test_estimate_spread_is_binomial():
 
 def test_identical_texts_have_identical_signatures_and_disjoint_ones_differ():
     spec = SignatureSpec()
-    texts = [normalize("The quick brown fox"), normalize("the  QUICK brown fox"), normalize("zzzzzzzzz qqqq")]
+    texts = [
+        normalize("The quick brown fox"),
+        normalize("the  QUICK brown fox"),
+        normalize("zzzzzzzzz qqqq"),
+    ]
     sig = signatures(shingle_sets(texts, spec), spec)
     assert estimate_jaccard(sig[0], sig[1]) == 1.0
     assert estimate_jaccard(sig[0], sig[2]) < 0.1
