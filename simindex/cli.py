@@ -469,8 +469,12 @@ def tune(
     out.print(
         f"  P({result.s_low:g}) = {chosen.p_at_low:.6g}, P({result.s_high:g}) = {chosen.p_at_high:.6g}, "
         f"approx threshold (1/b)^(1/r) = {lsh.approx_threshold(chosen.bands, chosen.rows):.3f}\n"
-        f"  the curve crosses {result.p_low:g} at similarity {result.low_crossing:.4f} "
-        f"and {result.p_high:g} at similarity {result.high_crossing:.4f}",
+        + (
+            f"  the curve crosses {result.p_high:g} at similarity {result.high_crossing:.4f}"
+            if threshold is not None
+            else f"  the curve crosses {result.p_low:g} at similarity {result.low_crossing:.4f} "
+            f"and {result.p_high:g} at similarity {result.high_crossing:.4f}"
+        ),
         highlight=False,
     )
 
