@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from importlib.metadata import version
 from itertools import islice
 from typing import Any, Literal
@@ -25,6 +26,7 @@ from sqlalchemy import Connection
 from simindex import banding as lsh
 from simindex import migrate
 from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE, bucket_pairs, collect, group_keys
+from simindex.cluster import RULES, Rule, components, representatives
 from simindex.errors import (
     DatabaseError,
     DuplicateIdError,
@@ -81,10 +83,36 @@ class PairsReport:
     hot_buckets: int
     largest_bucket: int
     exact: bool
+    incremental: bool
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """What :meth:`Index.cluster` did: clusters of two or more documents."""
+
+    threshold: float
+    rule: str
+    clusters: int
+    documents: int
+    largest: int
     seconds: float
 
 
 Document = tuple[str, str] | tuple[str, str, dict[str, Any] | None]
+
+
+@dataclass
+class _AddCall:
+    """The options and running result of one :meth:`Index.add` call."""
+
+    complete: list[dict[str, Any]]
+    active: dict[str, Any] | None
+    on_duplicate: OnDuplicate
+    on_empty: OnDuplicate
+    find_duplicates: float | None
+    ingested_at: datetime
+    result: AddResult = field(default_factory=AddResult)
 
 
 class Index:
@@ -222,39 +250,26 @@ class Index:
             raise ParameterError("on_duplicate and on_empty must be 'fail' or 'skip'")
         if find_duplicates is not None:
             _check_threshold(find_duplicates)
-        result = AddResult()
         iterator = iter(documents)
         with self._transaction(write=True) as connection:
             complete = [b for b in self._store.bandings(connection) if b["state"] == "complete"]
-            active = next((b for b in complete if b["is_active"]), None)
+            call = _AddCall(
+                complete=complete,
+                active=next((b for b in complete if b["is_active"]), None),
+                on_duplicate=on_duplicate,
+                on_empty=on_empty,
+                find_duplicates=find_duplicates,
+                ingested_at=datetime.now(UTC),
+            )
             while batch := list(islice(iterator, batch_size)):
-                self._add_batch(
-                    connection,
-                    batch,
-                    complete,
-                    active,
-                    on_duplicate,
-                    on_empty,
-                    find_duplicates,
-                    result,
-                )
+                self._add_batch(connection, batch, call)
                 if progress:
                     progress(len(batch))
-            if result.added:
-                self._store.set_pairs_threshold(connection, None, None)
-        return result
+        return call.result
 
-    def _add_batch(
-        self,
-        connection: Connection,
-        batch: list[Document],
-        complete: list[dict],
-        active: dict | None,
-        on_duplicate: OnDuplicate,
-        on_empty: OnDuplicate,
-        find_duplicates: float | None,
-        result: AddResult,
-    ) -> None:
+    def _add_batch(self, connection: Connection, batch: list[Document], call: _AddCall) -> None:
+        result, on_duplicate, on_empty = call.result, call.on_duplicate, call.on_empty
+        complete, active, find_duplicates = call.complete, call.active, call.find_duplicates
         external_ids, texts, metadata = _unpack_documents(batch)
         keep = self._drop_duplicate_ids(connection, external_ids, on_duplicate, result)
         normalized = [normalize(texts[i]) for i in keep]
@@ -292,6 +307,7 @@ class Index:
             sets.counts,
             [texts[i] for i in keep] if self.keep_text else [None] * len(keep),
             [metadata[i] for i in keep],
+            call.ingested_at,
         )
         self._store.insert_signatures(connection, ids, [pack(s) for s in sigs])
         for banding_id, banding_keys in keys.items():
@@ -443,56 +459,81 @@ class Index:
         self,
         threshold: float | None = None,
         *,
+        full: bool = False,
         max_bucket_size: int = DEFAULT_MAX_BUCKET_SIZE,
         chunk_size: int = 200_000,
     ) -> PairsReport:
         """Find candidate pairs of the active banding in the database (GROUP BY band, key),
-        verify them, and store those with similarity >= threshold (replacing the banding's
-        earlier pairs)."""
+        verify them, and store those with similarity >= threshold.
+
+        Incremental when pairs were found before at the same threshold (and not ``full``):
+        only buckets holding a document added since are grouped, only pairs with such a
+        document are verified, and existing clusters absorb the new pairs. Otherwise the
+        banding's pairs (and clusters) are rebuilt.
+        """
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if max_bucket_size < 2:
             raise ParameterError(f"max_bucket_size must be at least 2, got {max_bucket_size}")
         started = time.perf_counter()
         with self._transaction(write=True) as connection:
             active = self._active_banding(connection)
-            candidates = collect(
-                self._store.iter_buckets(connection, active["id"]), max_bucket_size
+            banding_id = active["id"]
+            newest = self._store.max_document_id(connection)
+            since = None
+            if not full and active["pairs_threshold"] == threshold:
+                since = active["pairs_through"]
+            buckets = self._store.iter_buckets(connection, banding_id, newer_than=since)
+            candidates = collect(buckets, max_bucket_size)
+            doc_a, doc_b = candidates.doc_a, candidates.doc_b
+            if since is not None:  # pairs of two older documents are stored already
+                new = doc_b > since
+                doc_a, doc_b = doc_a[new], doc_b[new]
+            else:
+                self._store.delete_pairs(connection, banding_id)
+            found = self._verify(connection, doc_a, doc_b, threshold, chunk_size)
+            self._store.insert_pairs(connection, banding_id, *found)
+            self._store.update_banding(
+                connection, banding_id, pairs_threshold=threshold, pairs_through=newest
             )
-            kept_a, kept_b, kept_est, kept_exact = [], [], [], []
-            for start in range(0, len(candidates), chunk_size):
-                doc_a = candidates.doc_a[start : start + chunk_size]
-                doc_b = candidates.doc_b[start : start + chunk_size]
-                ids = np.unique(np.concatenate((doc_a, doc_b)))
-                profiles = self._profiles(connection, ids)
-                estimated, exact = compare(
-                    profiles, np.searchsorted(ids, doc_a), np.searchsorted(ids, doc_b)
-                )
-                similarity = estimated if exact is None else exact
-                keep = similarity >= threshold
-                kept_a.append(doc_a[keep])
-                kept_b.append(doc_b[keep])
-                kept_est.append(estimated[keep])
-                kept_exact.append(None if exact is None else exact[keep])
-            exact_found = self.keep_text
-            doc_a = np.concatenate(kept_a) if kept_a else np.empty(0, np.int64)
-            self._store.replace_pairs(
-                connection,
-                active["id"],
-                doc_a,
-                np.concatenate(kept_b) if kept_b else np.empty(0, np.int64),
-                np.concatenate(kept_est) if kept_est else np.empty(0),
-                np.concatenate(kept_exact) if exact_found and kept_exact else None,
-            )
-            self._store.set_pairs_threshold(connection, active["id"], threshold)
+            self._update_clusters(connection, active, threshold, since, found)
         return PairsReport(
-            banding_id=active["id"],
+            banding_id=banding_id,
             threshold=threshold,
-            candidates=len(candidates),
-            pairs=int(doc_a.size),
+            candidates=int(doc_a.size),
+            pairs=int(found[0].size),
             hot_buckets=candidates.hot_buckets,
             largest_bucket=candidates.largest_bucket,
-            exact=exact_found,
+            exact=self.keep_text,
+            incremental=since is not None,
             seconds=time.perf_counter() - started,
+        )
+
+    def _verify(
+        self,
+        connection: Connection,
+        doc_a: np.ndarray,
+        doc_b: np.ndarray,
+        threshold: float,
+        chunk_size: int,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The candidate pairs with similarity >= threshold: (doc_a, doc_b, estimated, exact)."""
+        kept: list[tuple[np.ndarray, ...]] = []
+        for start in range(0, doc_a.size, chunk_size):
+            a = doc_a[start : start + chunk_size]
+            b = doc_b[start : start + chunk_size]
+            ids = np.unique(np.concatenate((a, b)))
+            profiles = self._profiles(connection, ids)
+            estimated, exact = compare(profiles, np.searchsorted(ids, a), np.searchsorted(ids, b))
+            keep = (estimated if exact is None else exact) >= threshold
+            kept.append((a[keep], b[keep], estimated[keep], None if exact is None else exact[keep]))
+        if not kept:
+            empty = np.empty(0, np.int64)
+            return empty, empty, np.empty(0), None if not self.keep_text else np.empty(0)
+        return (
+            np.concatenate([k[0] for k in kept]),
+            np.concatenate([k[1] for k in kept]),
+            np.concatenate([k[2] for k in kept]),
+            None if not self.keep_text else np.concatenate([k[3] for k in kept]),
         )
 
     def pairs(self, threshold: float | None = None) -> Iterator[dict[str, Any]]:
@@ -505,18 +546,182 @@ class Index:
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         with self._transaction() as connection:
             active = self._active_banding(connection)
-            found_at = active["pairs_threshold"]
-            if found_at is None:
-                raise SimindexError(
-                    "pairs have not been found for the current documents and banding; "
-                    f"run `simindex pairs --threshold {threshold}` first"
-                )
-            if threshold < found_at - 1e-12:
-                raise SimindexError(
-                    f"pairs were found at threshold {found_at}, so those between {threshold} and "
-                    f"{found_at} are unknown; run `simindex pairs --threshold {threshold}` first"
-                )
+            self._check_pairs_cover(connection, active, threshold)
             yield from self._store.iter_pairs(connection, active["id"], threshold)
+
+    def _check_pairs_cover(self, connection: Connection, active: dict, threshold: float) -> None:
+        found_at = active["pairs_threshold"]
+        if found_at is None:
+            raise SimindexError(
+                "pairs have not been found with the active banding; "
+                f"run `simindex pairs --threshold {threshold}` first"
+            )
+        if threshold < found_at - 1e-12:
+            raise SimindexError(
+                f"pairs were found at threshold {found_at}, so those between {threshold} and "
+                f"{found_at} are unknown; run `simindex pairs --threshold {threshold}` first"
+            )
+        if self._store.max_document_id(connection) > active["pairs_through"]:
+            raise SimindexError(
+                "documents were added since pairs were found; run `simindex pairs "
+                f"--threshold {found_at}` first (it looks at the new documents only)"
+            )
+
+    # -- clusters --------------------------------------------------------------------------
+
+    def cluster(self, threshold: float | None = None, *, rule: Rule = "earliest") -> ClusterReport:
+        """Group the stored pairs with similarity >= threshold into connected components,
+        stored as clusters named by their representative (``rule``: earliest or longest).
+        Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date."""
+        threshold = self.threshold if threshold is None else _check_threshold(threshold)
+        if rule not in RULES:
+            raise ParameterError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+        started = time.perf_counter()
+        with self._transaction(write=True) as connection:
+            active = self._active_banding(connection)
+            self._check_pairs_cover(connection, active, threshold)
+            banding_id = active["id"]
+            doc_a, doc_b = self._store.pairs_at_least(connection, banding_id, threshold)
+            self._store.delete_clusters(connection, banding_id)
+            documents, cluster_ids = self._recluster(connection, doc_a, doc_b, rule)
+            self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
+            self._store.update_banding(
+                connection, banding_id, clusters_threshold=threshold, clusters_rule=rule
+            )
+        sizes = np.unique(cluster_ids, return_counts=True)[1]
+        return ClusterReport(
+            threshold=threshold,
+            rule=rule,
+            clusters=int(sizes.size),
+            documents=int(documents.size),
+            largest=int(sizes.max()) if sizes.size else 0,
+            seconds=time.perf_counter() - started,
+        )
+
+    def _recluster(
+        self, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, rule: Rule
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(documents, their cluster ids) of the components of the edges (doc_a, doc_b)."""
+        documents, component = components(doc_a, doc_b)
+        counts = self._store.shingle_counts_of(connection, documents) if rule == "longest" else None
+        return documents, representatives(documents, component, counts, rule)
+
+    def _update_clusters(
+        self,
+        connection: Connection,
+        active: dict,
+        threshold: float,
+        since: int | None,
+        found: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None],
+    ) -> None:
+        """Keep the banding's clusters in step with pairs just found (doc_a, doc_b,
+        estimated, exact)."""
+        cluster_threshold, rule = active["clusters_threshold"], active["clusters_rule"]
+        if cluster_threshold is None:
+            return
+        doc_a, doc_b, estimated, exact = found
+        strong = (estimated if exact is None else exact) >= cluster_threshold
+        doc_a, doc_b = doc_a[strong], doc_b[strong]
+        banding_id = active["id"]
+        if since is None or cluster_threshold < threshold:  # rebuilt pairs: rebuild clusters
+            self._store.delete_clusters(connection, banding_id)
+            if cluster_threshold < threshold:  # the pairs no longer reach that low
+                self._store.update_banding(connection, banding_id, clusters_threshold=None)
+                return
+            doc_a, doc_b = self._store.pairs_at_least(connection, banding_id, cluster_threshold)
+            documents, cluster_ids = self._recluster(connection, doc_a, doc_b, rule)
+            self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
+            return
+        # Incremental: merge the clusters the new pairs touch. Each old cluster enters as a
+        # star (member - representative), which keeps it connected.
+        touched = np.unique(np.concatenate((doc_a, doc_b)))
+        old = np.unique(
+            np.array(
+                list(self._store.clusters_of(connection, banding_id, touched).values()),
+                dtype=np.int64,
+            )
+        )
+        members = self._store.cluster_members(connection, banding_id, old)
+        member_cluster = self._store.clusters_of(connection, banding_id, members)
+        star_a = np.array([member_cluster[int(m)] for m in members], dtype=np.int64)
+        documents, cluster_ids = self._recluster(
+            connection, np.concatenate((doc_a, star_a)), np.concatenate((doc_b, members)), rule
+        )
+        self._store.delete_clusters(connection, banding_id, documents)
+        self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
+
+    def clusters(self) -> Iterator[dict[str, Any]]:
+        """Clustered documents of the active banding, representative first in each cluster:
+        dicts with external_id, cluster (the representative's external id),
+        is_representative, and similarity to the representative (exact when text is kept).
+        """
+        with self._transaction() as connection:
+            active = self._active_banding(connection)
+            if active["clusters_threshold"] is None:
+                raise SimindexError("clusters have not been built; run `simindex clusters` first")
+            self._check_pairs_cover(connection, active, active["clusters_threshold"])
+            rows = self._store.iter_clusters(connection, active["id"])
+            while chunk := list(islice(rows, 10_000)):
+                members = np.array([r["document_id"] for r in chunk], dtype=np.int64)
+                clusters = np.array([r["cluster_id"] for r in chunk], dtype=np.int64)
+                ids = np.unique(np.concatenate((members, clusters)))
+                estimated, exact = compare(
+                    self._profiles(connection, ids),
+                    np.searchsorted(ids, members),
+                    np.searchsorted(ids, clusters),
+                )
+                similarity = estimated if exact is None else exact
+                for row, value in zip(chunk, similarity.tolist(), strict=True):
+                    yield {
+                        "external_id": row["external_id"],
+                        "cluster": row["cluster"],
+                        "is_representative": row["document_id"] == row["cluster_id"],
+                        "similarity": value,
+                    }
+
+    # -- deleting --------------------------------------------------------------------------
+
+    def delete(self, external_ids: Iterable[str]) -> int:
+        """Remove documents by external id (unknown ids are ignored), with their signatures,
+        band keys, pairs and cluster rows, in one transaction; the clusters they were in are
+        recomputed from the remaining pairs. Returns how many were removed."""
+        with self._transaction(write=True) as connection:
+            found = self._store.document_ids(connection, list(external_ids))
+            ids = np.array(sorted(found.values()), dtype=np.int64)
+            self._delete(connection, ids)
+        return int(ids.size)
+
+    def evict(self, older_than: datetime) -> int:
+        """Remove the documents ingested before ``older_than`` (like :meth:`delete`); a naive
+        datetime is taken as UTC."""
+        if older_than.tzinfo is None:
+            older_than = older_than.replace(tzinfo=UTC)
+        with self._transaction(write=True) as connection:
+            ids = self._store.ingested_before(connection, older_than)
+            self._delete(connection, ids)
+        return int(ids.size)
+
+    def _delete(self, connection: Connection, ids: np.ndarray) -> None:
+        if not ids.size:
+            return
+        affected = {}
+        for banding in self._store.bandings(connection):
+            if banding["clusters_threshold"] is not None:
+                held = self._store.clusters_of(connection, banding["id"], ids).values()
+                old = np.unique(np.array(list(held), dtype=np.int64))
+                members = self._store.cluster_members(connection, banding["id"], old)
+                affected[banding["id"]] = (banding, np.setdiff1d(members, ids))
+        self._store.delete_documents(connection, ids)
+        for banding_id, (banding, members) in affected.items():
+            doc_a, doc_b = self._store.pairs_at_least(
+                connection, banding_id, banding["clusters_threshold"], among=members
+            )
+            inside = np.isin(doc_b, members)
+            self._store.delete_clusters(connection, banding_id, members)
+            documents, cluster_ids = self._recluster(
+                connection, doc_a[inside], doc_b[inside], banding["clusters_rule"]
+            )
+            self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
 
     # -- bandings --------------------------------------------------------------------------
 

@@ -64,7 +64,16 @@ documents = Table(
     Column("shingle_count", Integer, nullable=False),
     Column("text", Text),
     Column("metadata", JSON().with_variant(JSONB(), "postgresql")),
-    Column("ingested_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
+    Column(
+        "ingested_at",
+        DateTime(timezone=True),
+        nullable=False,
+        server_default=func.now(),
+        index=True,
+    ),
+    # SQLite: AUTOINCREMENT, so a deleted document's id is never handed out again (the
+    # incremental pairs step tells new documents by id).
+    sqlite_autoincrement=True,
 )
 
 signatures = Table(
@@ -89,6 +98,9 @@ bandings = Table(
     Column("state", Text, nullable=False),
     Column("is_active", Boolean, nullable=False),
     Column("pairs_threshold", Float),
+    Column("pairs_through", BigInteger),
+    Column("clusters_threshold", Float),
+    Column("clusters_rule", Text),
     Column("created_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     CheckConstraint("state IN ('building', 'complete')", name="state"),
     Index(
@@ -109,6 +121,8 @@ band_keys = Table(
     Column("band", SmallInteger, primary_key=True),
     Column("key", BigInteger, primary_key=True),
     Column("document_id", DocumentId, primary_key=True),
+    # For one document's keys: incremental pairs and deletes.
+    Index("ix_band_keys_banding_id_document_id", "banding_id", "document_id"),
     sqlite_with_rowid=False,
 )
 
@@ -123,4 +137,19 @@ pairs = Table(
     Column("found_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
     CheckConstraint("doc_a < doc_b", name="ordered"),
     Index("ix_pairs_banding_id_doc_b", "banding_id", "doc_b"),
+)
+
+clusters = Table(
+    "clusters",
+    metadata,
+    Column("banding_id", Integer, ForeignKey("bandings.id", ondelete="CASCADE"), primary_key=True),
+    Column(
+        "document_id",
+        DocumentId,
+        ForeignKey("documents.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    # The document id of the cluster's representative (so it names the cluster).
+    Column("cluster_id", DocumentId, nullable=False),
+    Index("ix_clusters_banding_id_cluster_id", "banding_id", "cluster_id"),
 )

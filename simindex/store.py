@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,15 @@ from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import make_url
 
 from simindex.errors import DatabaseError
-from simindex.schema import band_keys, bandings, documents, index_settings, pairs, signatures
+from simindex.schema import (
+    band_keys,
+    bandings,
+    clusters,
+    documents,
+    index_settings,
+    pairs,
+    signatures,
+)
 
 DEFAULT_URL = "sqlite:///simindex.db"
 # Bound parameters per statement: below SQLite's 32,766 and PostgreSQL's 65,535.
@@ -139,7 +148,12 @@ class Store:
                 f"FROM generate_series(1, {int(count)})"
             )
             return np.fromiter((r[0] for r in rows), dtype=np.int64, count=count)
-        start = connection.scalar(select(func.coalesce(func.max(documents.c.id), 0)))
+        # AUTOINCREMENT: never below an id handed out before, even if it was deleted.
+        used = connection.exec_driver_sql(
+            "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'documents'), 0),"
+            " coalesce((SELECT max(id) FROM documents), 0))"
+        ).scalar_one()
+        start = int(used)
         return np.arange(start + 1, start + 1 + count, dtype=np.int64)
 
     def insert_documents(
@@ -151,7 +165,13 @@ class Store:
         shingle_counts: np.ndarray,
         texts: Sequence[str | None],
         metadata: Sequence[dict | None],
+        ingested_at: datetime,
     ) -> None:
+        """``ingested_at``: an aware datetime, stored as UTC (SQLite: with microseconds, in
+        SQLAlchemy's text format, so that comparisons with bound datetimes are right)."""
+        stamp: Any = ingested_at
+        if self.dialect == "sqlite":
+            stamp = ingested_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         rows = list(
             zip(
                 ids.tolist(),
@@ -160,10 +180,12 @@ class Store:
                 shingle_counts.tolist(),
                 texts,
                 [None if m is None else json.dumps(m) for m in metadata],
+                [stamp] * len(ids),
                 strict=True,
             )
         )
-        columns = ["id", "external_id", "content_hash", "shingle_count", "text", "metadata"]
+        columns = ["id", "external_id", "content_hash", "shingle_count", "text", "metadata",
+                   "ingested_at"]  # fmt: skip
         self._bulk_insert(connection, "documents", columns, rows)
 
     def insert_signatures(
@@ -303,22 +325,23 @@ class Store:
         rows = connection.execute(select(bandings).order_by(bandings.c.id)).mappings()
         return [dict(r) for r in rows]
 
-    def set_pairs_threshold(
-        self, connection: Connection, banding_id: int | None, value: float | None
-    ) -> None:
-        """Record the lowest threshold the banding's stored pairs are complete for; None for
-        every banding marks their pairs stale (documents were added)."""
-        statement = bandings.update().values(pairs_threshold=value)
-        if banding_id is not None:
-            statement = statement.where(bandings.c.id == banding_id)
-        connection.execute(statement)
+    def update_banding(self, connection: Connection, banding_id: int, **values: Any) -> None:
+        connection.execute(bandings.update().where(bandings.c.id == banding_id).values(**values))
+
+    def max_document_id(self, connection: Connection) -> int:
+        return int(connection.scalar(select(func.coalesce(func.max(documents.c.id), 0))))
 
     # -- candidates ------------------------------------------------------------------------
 
     def iter_buckets(
-        self, connection: Connection, banding_id: int, chunk_size: int = 50_000
+        self,
+        connection: Connection,
+        banding_id: int,
+        newer_than: int | None = None,
+        chunk_size: int = 50_000,
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Buckets (band, key) with two or more documents, grouped by the database.
+        """Buckets (band, key) with two or more documents, grouped by the database; with
+        ``newer_than``, only the buckets holding a document with a larger id.
 
         Yields chunks as (members, offsets): bucket i of a chunk holds document ids
         ``members[offsets[i]:offsets[i + 1]]``.
@@ -333,6 +356,11 @@ class Store:
             .group_by(band_keys.c.band, band_keys.c.key)
             .having(func.count() > 1)
         )
+        if newer_than is not None:
+            touched = select(band_keys.c.band, band_keys.c.key).where(
+                band_keys.c.banding_id == banding_id, band_keys.c.document_id > newer_than
+            )
+            query = query.where(sa.tuple_(band_keys.c.band, band_keys.c.key).in_(touched))
         result = connection.execute(
             query, execution_options={"stream_results": True, "yield_per": chunk_size}
         )
@@ -390,7 +418,10 @@ class Store:
 
     # -- pairs -----------------------------------------------------------------------------
 
-    def replace_pairs(
+    def delete_pairs(self, connection: Connection, banding_id: int) -> None:
+        connection.execute(pairs.delete().where(pairs.c.banding_id == banding_id))
+
+    def insert_pairs(
         self,
         connection: Connection,
         banding_id: int,
@@ -399,7 +430,6 @@ class Store:
         estimated: np.ndarray,
         exact: np.ndarray | None,
     ) -> None:
-        connection.execute(pairs.delete().where(pairs.c.banding_id == banding_id))
         exact_values = [None] * len(doc_a) if exact is None else exact.tolist()
         rows = list(
             zip(
@@ -438,6 +468,143 @@ class Store:
         streamed = {"stream_results": True, "yield_per": 10_000}
         for row in connection.execute(query, execution_options=streamed).mappings():
             yield dict(row)
+
+    def pairs_at_least(
+        self,
+        connection: Connection,
+        banding_id: int,
+        threshold: float,
+        among: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(doc_a, doc_b) of stored pairs with similarity >= threshold; with ``among``, only
+        pairs whose first document is one of those ids."""
+        similarity = func.coalesce(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
+        query = select(pairs.c.doc_a, pairs.c.doc_b).where(
+            pairs.c.banding_id == banding_id, similarity >= threshold
+        )
+        chunks = [None] if among is None else list(_chunks(among.tolist(), MAX_PARAMS))
+        rows: list[tuple[int, int]] = []
+        for chunk in chunks:
+            chunk_query = query if chunk is None else query.where(pairs.c.doc_a.in_(chunk))
+            rows.extend((a, b) for a, b in connection.execute(chunk_query))
+        found = np.array(rows, dtype=np.int64).reshape(-1, 2)
+        return found[:, 0], found[:, 1]
+
+    # -- clusters --------------------------------------------------------------------------
+
+    def cluster_members(
+        self, connection: Connection, banding_id: int, cluster_ids: np.ndarray
+    ) -> np.ndarray:
+        """Document ids of the given clusters."""
+        found: list[int] = []
+        for chunk in _chunks(cluster_ids.tolist(), MAX_PARAMS):
+            found.extend(
+                connection.scalars(
+                    select(clusters.c.document_id).where(
+                        clusters.c.banding_id == banding_id, clusters.c.cluster_id.in_(chunk)
+                    )
+                )
+            )
+        return np.array(sorted(found), dtype=np.int64)
+
+    def clusters_of(
+        self, connection: Connection, banding_id: int, ids: np.ndarray
+    ) -> dict[int, int]:
+        """document id -> cluster id, for those of ``ids`` that are in a cluster."""
+        found: dict[int, int] = {}
+        for chunk in _chunks(ids.tolist(), MAX_PARAMS):
+            query = select(clusters.c.document_id, clusters.c.cluster_id).where(
+                clusters.c.banding_id == banding_id, clusters.c.document_id.in_(chunk)
+            )
+            found.update((d, c) for d, c in connection.execute(query))
+        return found
+
+    def delete_clusters(
+        self, connection: Connection, banding_id: int, document_ids: np.ndarray | None = None
+    ) -> None:
+        """Cluster rows of the banding (of the given documents only, if given)."""
+        if document_ids is None:
+            connection.execute(clusters.delete().where(clusters.c.banding_id == banding_id))
+            return
+        for chunk in _chunks(document_ids.tolist(), MAX_PARAMS):
+            connection.execute(
+                clusters.delete().where(
+                    clusters.c.banding_id == banding_id, clusters.c.document_id.in_(chunk)
+                )
+            )
+
+    def insert_clusters(
+        self,
+        connection: Connection,
+        banding_id: int,
+        document_ids: np.ndarray,
+        cluster_ids: np.ndarray,
+    ) -> None:
+        rows = list(
+            zip(
+                [banding_id] * len(document_ids),
+                document_ids.tolist(),
+                cluster_ids.tolist(),
+                strict=True,
+            )
+        )
+        self._bulk_insert(connection, "clusters", ["banding_id", "document_id", "cluster_id"], rows)
+
+    def iter_clusters(self, connection: Connection, banding_id: int) -> Iterator[dict[str, Any]]:
+        """Clustered documents: external_id, cluster (the representative's external id),
+        document_id, cluster_id; ordered by cluster, representative first."""
+        member = documents.alias("member")
+        representative = documents.alias("representative")
+        query = (
+            select(
+                member.c.external_id,
+                representative.c.external_id.label("cluster"),
+                clusters.c.document_id,
+                clusters.c.cluster_id,
+            )
+            .join(member, member.c.id == clusters.c.document_id)
+            .join(representative, representative.c.id == clusters.c.cluster_id)
+            .where(clusters.c.banding_id == banding_id)
+            .order_by(
+                clusters.c.cluster_id,
+                clusters.c.document_id != clusters.c.cluster_id,
+                clusters.c.document_id,
+            )
+        )
+        streamed = {"stream_results": True, "yield_per": 10_000}
+        for row in connection.execute(query, execution_options=streamed).mappings():
+            yield dict(row)
+
+    def shingle_counts_of(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
+        """Shingle counts aligned with the (sorted) document ids."""
+        found: dict[int, int] = {}
+        for chunk in _chunks(ids.tolist(), MAX_PARAMS):
+            query = select(documents.c.id, documents.c.shingle_count).where(
+                documents.c.id.in_(chunk)
+            )
+            found.update((i, c) for i, c in connection.execute(query))
+        return np.array([found[int(i)] for i in ids], dtype=np.int64)
+
+    # -- deleting --------------------------------------------------------------------------
+
+    def ingested_before(self, connection: Connection, moment: datetime) -> np.ndarray:
+        """Ids of documents ingested before the aware datetime ``moment``."""
+        if self.dialect == "sqlite":  # stored as naive UTC text
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
+        ids = connection.scalars(select(documents.c.id).where(documents.c.ingested_at < moment))
+        return np.array(sorted(ids), dtype=np.int64)
+
+    def delete_documents(self, connection: Connection, ids: np.ndarray) -> None:
+        """Documents with their band keys; signatures, pairs and cluster rows go by cascade."""
+        banding_ids = [b["id"] for b in self.bandings(connection)]
+        for chunk in _chunks(ids.tolist(), MAX_PARAMS):
+            for banding_id in banding_ids:
+                connection.execute(
+                    band_keys.delete().where(
+                        band_keys.c.banding_id == banding_id, band_keys.c.document_id.in_(chunk)
+                    )
+                )
+            connection.execute(documents.delete().where(documents.c.id.in_(chunk)))
 
     # -- statistics ------------------------------------------------------------------------
 

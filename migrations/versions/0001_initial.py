@@ -1,4 +1,4 @@
-"""Initial schema: settings, documents, signatures, bandings, band keys, pairs, similar_pairs view.
+"""Initial schema: settings, documents, signatures, bandings, band keys, pairs, clusters, views.
 
 Revision ID: 0001
 Revises:
@@ -16,7 +16,9 @@ depends_on = None
 
 DocumentId = sa.BigInteger().with_variant(sa.Integer(), "sqlite")
 
-SIMILAR_PAIRS = """
+# Views for analysts: external ids, plain names, the active banding only.
+VIEWS = {
+    "similar_pairs": """
 CREATE VIEW similar_pairs AS
 SELECT da.external_id AS id_a,
        db.external_id AS id_b,
@@ -31,7 +33,38 @@ FROM pairs p
 JOIN bandings b ON b.id = p.banding_id AND b.is_active
 JOIN documents da ON da.id = p.doc_a
 JOIN documents db ON db.id = p.doc_b
-"""
+""",
+    "document_clusters": """
+CREATE VIEW document_clusters AS
+SELECT d.external_id,
+       r.external_id AS cluster,
+       CASE WHEN c.document_id = c.cluster_id THEN 1 ELSE 0 END AS is_representative,
+       c.document_id,
+       c.cluster_id,
+       c.banding_id
+FROM clusters c
+JOIN bandings b ON b.id = c.banding_id AND b.is_active
+JOIN documents d ON d.id = c.document_id
+JOIN documents r ON r.id = c.cluster_id
+""",
+    "cluster_sizes": """
+CREATE VIEW cluster_sizes AS
+SELECT r.external_id AS cluster, c.cluster_id, count(*) AS size
+FROM clusters c
+JOIN bandings b ON b.id = c.banding_id AND b.is_active
+JOIN documents r ON r.id = c.cluster_id
+GROUP BY r.external_id, c.cluster_id
+""",
+    "bucket_sizes": """
+CREATE VIEW bucket_sizes AS
+SELECT size, count(*) AS buckets
+FROM (SELECT count(*) AS size
+      FROM band_keys k
+      JOIN bandings b ON b.id = k.banding_id AND b.is_active
+      GROUP BY k.band, k.key) AS s
+GROUP BY size
+""",
+}
 
 
 def upgrade() -> None:
@@ -66,8 +99,10 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("id", name="pk_documents"),
         sa.UniqueConstraint("external_id", name="uq_documents_external_id"),
+        sqlite_autoincrement=True,
     )
     op.create_index("ix_documents_content_hash", "documents", ["content_hash"])
+    op.create_index("ix_documents_ingested_at", "documents", ["ingested_at"])
     op.create_table(
         "signatures",
         sa.Column("document_id", DocumentId, autoincrement=False),
@@ -88,6 +123,9 @@ def upgrade() -> None:
         sa.Column("state", sa.Text(), nullable=False),
         sa.Column("is_active", sa.Boolean(), nullable=False),
         sa.Column("pairs_threshold", sa.Float()),
+        sa.Column("pairs_through", sa.BigInteger()),
+        sa.Column("clusters_threshold", sa.Float()),
+        sa.Column("clusters_rule", sa.Text()),
         sa.Column(
             "created_at", sa.DateTime(timezone=True), server_default=sa.func.now(), nullable=False
         ),
@@ -110,6 +148,9 @@ def upgrade() -> None:
         sa.Column("document_id", DocumentId, nullable=False),
         sa.PrimaryKeyConstraint("banding_id", "band", "key", "document_id", name="pk_band_keys"),
         sqlite_with_rowid=False,
+    )
+    op.create_index(
+        "ix_band_keys_banding_id_document_id", "band_keys", ["banding_id", "document_id"]
     )
     op.create_table(
         "pairs",
@@ -134,10 +175,40 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("banding_id", "doc_a", "doc_b", name="pk_pairs"),
     )
     op.create_index("ix_pairs_banding_id_doc_b", "pairs", ["banding_id", "doc_b"])
-    op.execute(SIMILAR_PAIRS)
+    op.create_table(
+        "clusters",
+        sa.Column("banding_id", sa.Integer(), nullable=False),
+        sa.Column("document_id", DocumentId, nullable=False),
+        sa.Column("cluster_id", DocumentId, nullable=False),
+        sa.ForeignKeyConstraint(
+            ["banding_id"],
+            ["bandings.id"],
+            ondelete="CASCADE",
+            name="fk_clusters_banding_id_bandings",
+        ),
+        sa.ForeignKeyConstraint(
+            ["document_id"],
+            ["documents.id"],
+            ondelete="CASCADE",
+            name="fk_clusters_document_id_documents",
+        ),
+        sa.PrimaryKeyConstraint("banding_id", "document_id", name="pk_clusters"),
+    )
+    op.create_index("ix_clusters_banding_id_cluster_id", "clusters", ["banding_id", "cluster_id"])
+    for view in VIEWS.values():
+        op.execute(view)
 
 
 def downgrade() -> None:
-    op.execute("DROP VIEW similar_pairs")
-    for table in ("pairs", "band_keys", "bandings", "signatures", "documents", "index_settings"):
+    for name in VIEWS:
+        op.execute(f"DROP VIEW {name}")
+    for table in (
+        "clusters",
+        "pairs",
+        "band_keys",
+        "bandings",
+        "signatures",
+        "documents",
+        "index_settings",
+    ):
         op.drop_table(table)

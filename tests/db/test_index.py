@@ -116,14 +116,14 @@ def test_empty_documents_fail_or_skip(db_url):
 def test_pairs_are_refused_when_stale_or_found_at_a_higher_threshold(db_url, news):
     with Index.create(db_url) as index:
         index.add(news[:50])
-        with pytest.raises(SimindexError, match="run `simindex pairs"):
+        with pytest.raises(SimindexError, match="have not been found with the active banding"):
             list(index.pairs())
         index.find_pairs(0.8)
         with pytest.raises(SimindexError, match="found at threshold 0.8"):
             list(index.pairs(0.5))
         assert all(p["similarity"] >= 0.9 for p in index.pairs(0.9))
         index.add(news[50:])
-        with pytest.raises(SimindexError, match="have not been found for the current documents"):
+        with pytest.raises(SimindexError, match="documents were added since pairs were found"):
             list(index.pairs(0.8))
 
 
