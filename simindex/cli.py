@@ -7,12 +7,13 @@ code 1; any other exception is a bug and keeps its traceback.
 
 from __future__ import annotations
 
-import csv
 import functools
+import itertools
 import json
-import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -27,9 +28,10 @@ from simindex import migrate
 from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import InputError, ParameterError, SimindexError
 from simindex.index import DEFAULT_BATCH_SIZE, DEFAULT_THRESHOLD, Index, Match
-from simindex.readers import read_documents
+from simindex.readers import detect_format, read_documents, read_records, record_id
 from simindex.spec import SignatureSpec
 from simindex.store import create_engine, database_url, display_url
+from simindex.writers import write_records
 
 app = typer.Typer(
     help="A persistent near-duplicate index: MinHash LSH in SQLite or PostgreSQL.",
@@ -78,6 +80,17 @@ class Policy(StrEnum):
 class ExportFormat(StrEnum):
     csv = "csv"
     jsonl = "jsonl"
+    parquet = "parquet"
+
+
+class Exported(StrEnum):
+    pairs = "pairs"
+    clusters = "clusters"
+
+
+class Rule(StrEnum):
+    earliest = "earliest"
+    longest = "longest"
 
 
 class Shingle(StrEnum):
@@ -269,51 +282,221 @@ def pairs(
             out.print(table)
 
 
+PAIR_FIELDS = ["id_a", "id_b", "similarity", "exact_jaccard", "estimated_jaccard"]
+CLUSTER_FIELDS = ["external_id", "cluster", "is_representative", "similarity"]
+
+
 @app.command()
 @user_errors
 def export(
     db: Db = None,
+    what: Annotated[
+        Exported, typer.Option(help="Pairs (from `pairs`) or clusters (from `clusters`).")
+    ] = Exported.pairs,
     threshold: Threshold = None,
     fmt: Annotated[
-        ExportFormat, typer.Option("--format", help="Output format.")
+        ExportFormat, typer.Option("--format", help="Output format (parquet needs -o and pyarrow).")
     ] = ExportFormat.csv,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Output file (default: stdout).")
     ] = None,
 ) -> None:
-    """Write the verified pairs (found by `simindex pairs`) with external ids and similarities."""
+    """Write the verified pairs, or the clusters, with external ids and similarities."""
     with Index.open(db) as index:
-        rows = index.pairs(threshold)
-        first = next(rows, None)  # raises before the output file is created, if pairs are missing
-        stream = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout
-        try:
-            count = _write_pairs(stream, fmt, [first] if first else [], rows)
-        finally:
-            if output:
-                stream.close()
+        if what is Exported.pairs:
+            rows, fields = index.pairs(threshold), PAIR_FIELDS
+        else:
+            if threshold is not None:
+                raise ParameterError("clusters are exported as built; --threshold is for pairs")
+            rows, fields = index.clusters(), CLUSTER_FIELDS
+        first = next(rows, None)  # a missing step raises here, before any file is created
+        records = itertools.chain([first] if first else [], rows)
+        count = write_records(records, fields, fmt.value, str(output) if output else None)
         err.print(
-            f"Exported {count:,} pairs" + (f" to {output}" if output else ""), highlight=False
+            f"Exported {count:,} {what.value}" + (f" to {output}" if output else ""),
+            highlight=False,
         )
 
 
-def _write_pairs(stream, fmt: ExportFormat, head: list[dict], rows: Iterator[dict]) -> int:
-    fields = ["id_a", "id_b", "similarity", "exact_jaccard", "estimated_jaccard"]
-    writer = csv.DictWriter(stream, fields) if fmt is ExportFormat.csv else None
-    if writer:
-        writer.writeheader()
-    count = 0
-    for row in (*head, *rows) if not head else _chain(head, rows):
-        if writer:
-            writer.writerow(row)
-        else:
-            stream.write(json.dumps(row) + "\n")
-        count += 1
-    return count
+@app.command()
+@user_errors
+def clusters(
+    db: Db = None,
+    threshold: Threshold = None,
+    rule: Annotated[
+        Rule, typer.Option(help="Which document represents (names) a cluster.")
+    ] = Rule.earliest,
+    show: Annotated[
+        int, typer.Option(help="Print this many of the largest clusters (0: none).")
+    ] = 10,
+) -> None:
+    """Group the verified pairs into clusters of duplicates (connected components)."""
+    with Index.open(db) as index:
+        report = index.cluster(threshold, rule=rule.value)
+        err.print(
+            f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
+            f"{report.largest:,}) at similarity >= {report.threshold}, representative: "
+            f"{report.rule}; {report.seconds:.2f} s",
+            highlight=False,
+        )
+        if show:
+            sizes: dict[str, int] = {}
+            for row in index.clusters():
+                sizes[row["cluster"]] = sizes.get(row["cluster"], 0) + 1
+            table = Table("cluster (representative)", "documents")
+            for name, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:show]:
+                table.add_row(name, f"{size:,}")
+            out.print(table)
 
 
-def _chain(head: list[dict], rows: Iterator[dict]) -> Iterator[dict]:
-    yield from head
-    yield from rows
+@app.command()
+@user_errors
+def dedup(
+    input_file: Annotated[
+        str,
+        typer.Argument(
+            metavar="INPUT", help="The file to deduplicate (JSON lines, CSV, id<TAB>text; .gz ok)."
+        ),
+    ],
+    output: Annotated[
+        str,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Where the kept records go; format from the name (.parquet for Parquet), else as INPUT.",
+        ),
+    ],
+    dropped: Annotated[
+        str | None,
+        typer.Option(
+            help="Where the dropped records' report goes (default: OUTPUT's name + .dropped.csv)."
+        ),
+    ] = None,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            envvar="SIMINDEX_DATABASE_URL",
+            help="Keep the index in this database (and drop duplicates of what it already holds); default: a temporary SQLite file.",
+            show_default=False,
+        ),
+    ] = None,
+    threshold: Annotated[
+        float, typer.Option(help="Similarity that makes a duplicate.")
+    ] = DEFAULT_THRESHOLD,
+    keep: Annotated[
+        Rule, typer.Option(help="Which document of a cluster to keep.")
+    ] = Rule.earliest,
+    fmt: Annotated[
+        InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
+    ] = InputFormat.auto,
+    id_field: Annotated[str, typer.Option(help="Field or column holding the id.")] = "id",
+    text_field: Annotated[str, typer.Option(help="Field or column holding the text.")] = "text",
+    encoding: Annotated[str, typer.Option(help="Text encoding of INPUT.")] = "utf-8",
+    on_empty: Annotated[
+        Policy, typer.Option(help="A record with no text: fail, or keep it unindexed.")
+    ] = Policy.fail,
+) -> None:
+    """Write INPUT without its near-duplicates: one record kept per cluster."""
+    input_fmt = detect_format(input_file) if fmt is InputFormat.auto else fmt.value
+    output_fmt = (
+        "parquet" if output.endswith(".parquet") else detect_format(output, default=input_fmt)
+    )
+    dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
+    with tempfile.TemporaryDirectory() as scratch:
+        url = db or str(Path(scratch) / "dedup.db")
+        index, _ = Index.open_or_create(url, threshold=threshold)
+        with index:
+            with _progress("Indexing") as advance:
+                documents = read_documents(input_file, input_fmt, id_field, text_field, encoding)
+                index.add(documents, on_empty=on_empty.value, progress=advance)
+            pairs = index.find_pairs(threshold)
+            report = index.cluster(threshold, rule=keep.value)
+            drop = {r["external_id"]: r for r in index.clusters() if not r["is_representative"]}
+    records = read_records(input_file, input_fmt, id_field, text_field, encoding)
+    kept_records = (record for _, record in records if record_id(record, id_field) not in drop)
+    fields = _fields(input_file, input_fmt, id_field, text_field, encoding)
+    kept = write_records(kept_records, fields, output_fmt, output, id_field, text_field)
+    report_rows = (
+        {"id": i, "representative": r["cluster"], "similarity": r["similarity"]}
+        for i, r in sorted(drop.items())
+    )
+    write_records(
+        report_rows,
+        ["id", "representative", "similarity"],
+        detect_format(dropped, default="csv"),
+        dropped,
+    )
+    err.print(
+        f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records in "
+        f"{output}, dropped {len(drop):,} (listed in {dropped})",
+        highlight=False,
+    )
+
+
+def _fields(path: str, fmt: str, id_field: str, text_field: str, encoding: str) -> list[str]:
+    """Column names of the input's records, in their order: the CSV header, or the keys seen
+    in the first thousand records."""
+    seen: dict[str, None] = {}
+    records = read_records(path, fmt, id_field, text_field, encoding)
+    for _, record in itertools.islice(records, 1000):
+        seen.update(dict.fromkeys(record))
+    return list(seen)
+
+
+@app.command()
+@user_errors
+def delete(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(help="External ids of the documents to remove.", show_default=False),
+    ] = None,
+    db: Db = None,
+    ids_file: Annotated[
+        Path | None, typer.Option(help="Also remove the ids listed in this file, one per line.")
+    ] = None,
+) -> None:
+    """Remove documents, their signatures, band keys, pairs and cluster membership."""
+    wanted = list(ids or [])
+    if ids_file is not None:
+        try:
+            wanted += [
+                line.strip()
+                for line in ids_file.read_text(encoding="utf-8").splitlines()
+                if line.strip()
+            ]
+        except OSError as exc:
+            raise InputError(f"{ids_file}: can't read: {exc.strerror}") from None
+    if not wanted:
+        raise ParameterError("give the ids to delete, or --ids-file")
+    with Index.open(db) as index:
+        removed = index.delete(wanted)
+    err.print(f"Removed {removed:,} of {len(wanted):,} documents", highlight=False)
+
+
+@app.command()
+@user_errors
+def evict(
+    db: Db = None,
+    older_than: Annotated[
+        datetime | None,
+        typer.Option(
+            help="Remove documents ingested before this time (UTC unless it says otherwise)."
+        ),
+    ] = None,
+    days: Annotated[
+        float | None, typer.Option(help="Remove documents ingested more than this many days ago.")
+    ] = None,
+) -> None:
+    """Remove the documents ingested before a time (a sliding window over a feed)."""
+    if (older_than is None) == (days is None):
+        raise ParameterError("give --older-than or --days (one of them)")
+    cutoff = older_than if older_than is not None else datetime.now(UTC) - timedelta(days=days or 0)
+    with Index.open(db) as index:
+        removed = index.evict(cutoff)
+    err.print(
+        f"Removed {removed:,} documents ingested before {cutoff.isoformat()}", highlight=False
+    )
 
 
 @app.command()

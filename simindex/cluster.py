@@ -59,7 +59,7 @@ def representatives(
 
     ``shingle_counts`` is aligned with ``documents`` (used by "longest").
     """
-    if rule == "earliest":
+    if rule == "earliest" or not documents.size:
         return component
     if rule != "longest":
         raise ValueError(f"unknown representative rule {rule!r}; choose one of {RULES}")

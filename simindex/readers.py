@@ -25,9 +25,11 @@ _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".cs
 Document = tuple[str, str, dict[str, Any] | None]
 
 
-def detect_format(path: str) -> str:
+def detect_format(path: str, default: str | None = None) -> str:
+    """The format a file name says (.jsonl, .csv, .tsv ...; .gz is looked through)."""
     suffixes = [s for s in Path(path).suffixes if s != ".gz"]
     fmt = _SUFFIX_FORMATS.get(suffixes[-1].lower()) if suffixes else None
+    fmt = fmt or default
     if fmt is None:
         raise InputError(
             f"{path}: can't tell the format from the name; pass --format jsonl|csv|tsv"
@@ -42,7 +44,20 @@ def read_documents(
     text_field: str = "text",
     encoding: str = "utf-8",
 ) -> Iterator[Document]:
-    """Documents of a file ("-" is standard input, read as JSON lines unless fmt says)."""
+    """Documents of a file ("-" is standard input, read as JSON lines unless fmt says):
+    (external_id, text, the record's other fields or None)."""
+    for number, record in read_records(path, fmt, id_field, text_field, encoding):
+        yield _document(path, number, record, id_field, text_field)
+
+
+def read_records(
+    path: str,
+    fmt: Format = "auto",
+    id_field: str = "id",
+    text_field: str = "text",
+    encoding: str = "utf-8",
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of a file; an id<TAB>text line is {id_field: .., text_field: ..}."""
     if fmt == "auto":
         fmt = "jsonl" if path == "-" else detect_format(path)  # type: ignore[assignment]
     try:
@@ -53,11 +68,11 @@ def read_documents(
         lines = io.TextIOWrapper(raw, encoding=encoding, newline="")
         try:
             if fmt == "jsonl":
-                yield from _jsonl(path, lines, id_field, text_field)
+                yield from _jsonl(path, lines)
             elif fmt == "csv":
-                yield from _csv(path, lines, id_field, text_field)
+                yield from _csv(path, lines)
             else:
-                yield from _tsv(path, lines)
+                yield from _tsv(path, lines, id_field, text_field)
         except UnicodeDecodeError as exc:
             raise InputError(
                 f"{path}: is not valid {encoding} ({exc.reason} at byte {exc.start} of a block); "
@@ -77,7 +92,7 @@ def _open(path: str):
     return gzip.GzipFile(fileobj=stream) if peek == b"\x1f\x8b" else stream
 
 
-def _jsonl(path: str, lines, id_field: str, text_field: str) -> Iterator[Document]:
+def _jsonl(path: str, lines) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -89,22 +104,22 @@ def _jsonl(path: str, lines, id_field: str, text_field: str) -> Iterator[Documen
             raise InputError(
                 f"{path}:{number}: expected a JSON object, got {type(record).__name__}"
             )
-        yield _document(path, number, record, id_field, text_field)
+        yield number, record
 
 
-def _csv(path: str, lines, id_field: str, text_field: str) -> Iterator[Document]:
+def _csv(path: str, lines) -> Iterator[tuple[int, dict[str, Any]]]:
     csv.field_size_limit(sys.maxsize)
     reader = csv.DictReader(lines, strict=True)
     try:
         for record in reader:
             if None in record:
                 raise InputError(f"{path}:{reader.line_num}: more fields than the header has")
-            yield _document(path, reader.line_num, record, id_field, text_field)
+            yield reader.line_num, record
     except csv.Error as exc:
         raise InputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
 
 
-def _tsv(path: str, lines) -> Iterator[Document]:
+def _tsv(path: str, lines, id_field: str, text_field: str) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line in enumerate(lines, start=1):
         line = line.rstrip("\r\n")
         if not line:
@@ -114,7 +129,13 @@ def _tsv(path: str, lines) -> Iterator[Document]:
             raise InputError(f"{path}:{number}: expected id<TAB>text, found no tab")
         if not external_id:
             raise InputError(f"{path}:{number}: the id (before the tab) is empty")
-        yield external_id, text, None
+        yield number, {id_field: external_id, text_field: text}
+
+
+def record_id(record: dict[str, Any], id_field: str) -> str:
+    """The external id of a record as indexed (numbers become their decimal text)."""
+    value = record.get(id_field)
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
 def _document(path: str, number: int, record: dict, id_field: str, text_field: str) -> Document:
@@ -124,9 +145,7 @@ def _document(path: str, number: int, record: dict, id_field: str, text_field: s
                 f"{path}:{number}: no {field!r} field (fields: {', '.join(map(str, record))}); "
                 "choose the fields with --id-field / --text-field"
             )
-    external_id, text = record[id_field], record[text_field]
-    if isinstance(external_id, int | float) and not isinstance(external_id, bool):
-        external_id = str(external_id)
+    external_id, text = record_id(record, id_field), record[text_field]
     if not isinstance(external_id, str) or not external_id:
         raise InputError(f"{path}:{number}: the id must be a non-empty string or number")
     if not isinstance(text, str):

@@ -50,7 +50,11 @@ def test_clusters_are_the_components_of_the_exact_pairs(db_url, news):
 
 def test_longest_representative(db_url):
     base = "the council approved the new budget for the harbour district on monday"
-    docs = [("short", base), ("long", base + " after a long debate"), ("other", "unrelated text " * 5)]
+    docs = [
+        ("short", base),
+        ("long", base + " after a long debate"),
+        ("other", "unrelated text " * 5),
+    ]
     with Index.create(db_url, threshold=0.5) as index:
         index.add(docs)
         index.find_pairs()
