@@ -10,6 +10,7 @@ import pytest
 
 from simindex import Index, SignatureSpec, band_keys, normalize, shingle_sets, signatures
 from simindex.candidates import collect, group_keys
+from simindex.cluster import components
 from simindex.exact import similar_pairs
 
 
@@ -42,6 +43,8 @@ def test_reuters_recall_and_exact_export(db_url, corpus):
             tuple(sorted((p["id_a"], p["id_b"]), key=int)): p["exact_jaccard"]
             for p in index.pairs()
         }
+        index.cluster()
+        clusters = {(r["external_id"], r["cluster"]) for r in index.clusters()}
     truth = {tuple(sorted(p, key=int)): j for p, j in truth.items()}
     strong = [p for p, j in truth.items() if j >= 0.85]
     recall = sum(p in exported for p in strong) / len(strong)
@@ -55,3 +58,14 @@ def test_reuters_recall_and_exact_export(db_url, corpus):
     predicted = {tuple(sorted(p, key=int)) for p in candidates} & truth.keys()
     assert exported.keys() == predicted
     assert report.pairs == len(exported)
+    # Clusters are the connected components of the exact pairs the LSH found, named by their
+    # earliest document; with no pair missed, of all the exact pairs.
+    ids = sorted({i for p in truth for i in p}, key=int)
+    position = {i: n for n, i in enumerate(ids)}
+    found = [p for p in truth if p in exported]
+    members, roots = components(
+        np.array([position[a] for a, _ in found]), np.array([position[b] for _, b in found])
+    )
+    assert clusters == {(ids[m], ids[r]) for m, r in zip(members.tolist(), roots.tolist())}
+    if len(found) == len(truth):
+        assert len(clusters) == len({i for p in truth for i in p})
