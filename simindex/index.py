@@ -172,7 +172,7 @@ class Index:
             migrate.upgrade(store.engine)
             with store.write() as connection:
                 settings = {
-                    **{k: v for k, v in spec.to_dict().items()},
+                    **spec.to_dict(),
                     "keep_text": keep_text,
                     "threshold": threshold,
                     "created_by": f"simindex {version('simindex')}",
@@ -282,8 +282,10 @@ class Index:
                     "--on-empty skip / on_empty='skip'"
                 )
             result.skipped_empty.extend(external_ids[i] for i in empty)
-            normalized = [t for t in normalized if t]
-            keep = [i for i in keep if normalize(texts[i])]
+            keep, normalized = (
+                [i for i in keep if i not in set(empty)],
+                [t for t in normalized if t],
+            )
         if not keep:
             return
         sets = shingle_sets(normalized, self.spec)
@@ -358,8 +360,7 @@ class Index:
         """Matches of each new document among indexed documents and earlier new ones."""
         query_rows, doc_ids = self._store.lookup(connection, banding_id, keys)
         stored_ids = np.unique(doc_ids)
-        stored = self._profiles(connection, stored_ids)
-        external = self._store.documents_of(connection, stored_ids)
+        stored, stored_names = self._profiles(connection, stored_ids)
         pool = new.concat(stored)
         # Profile rows: new documents first (0..n-1), then stored ones (n..).
         n = len(new)
@@ -376,16 +377,13 @@ class Index:
         query = np.concatenate((query_rows, within[:, 1]))
         other = np.concatenate((rows_b, within[:, 0]))
         estimated, exact = compare(pool, query, other)
-        similarity = estimated if exact is None else exact
-        names = new_ids + [external[int(d)][0] for d in stored_ids]
         found: dict[str, list[Match]] = {}
-        for p in np.flatnonzero(similarity >= threshold):
-            match = Match(
-                names[other[p]], float(estimated[p]), None if exact is None else float(exact[p])
-            )
-            found.setdefault(new_ids[query[p]], []).append(match)
-        for matches in found.values():
-            matches.sort(key=lambda m: (-m.similarity, m.external_id))
+        for row in np.unique(query):
+            mine = query == row
+            matches = _matches(new_ids + stored_names, other[mine], estimated[mine],
+                               None if exact is None else exact[mine], threshold)  # fmt: skip
+            if matches:
+                found[new_ids[row]] = matches
         return found
 
     # -- querying --------------------------------------------------------------------------
@@ -408,11 +406,12 @@ class Index:
     ) -> list[Match]:
         """Indexed documents similar to the indexed document ``external_id`` (itself excluded)."""
         with self._transaction() as connection:
-            row = self._store.document_by_external_id(connection, external_id)
-            if row is None:
+            found = self._store.document_ids(connection, [external_id])
+            if not found:
                 raise InputError(f"no document with id {external_id!r} is indexed")
-            profile = self._profiles(connection, np.array([row["id"]], dtype=np.int64))
-        return self._query_profile(profile, threshold, limit, exclude=row["id"])
+            document_id = found[external_id]
+            profile, _ = self._profiles(connection, np.array([document_id], dtype=np.int64))
+        return self._query_profile(profile, threshold, limit, exclude=document_id)
 
     def _query_profile(
         self, profile: Profiles, threshold: float | None, limit: int | None, exclude: int | None
@@ -425,33 +424,23 @@ class Index:
             doc_ids = doc_ids[doc_ids != exclude] if exclude is not None else doc_ids
             if not doc_ids.size:
                 return []
-            stored = self._profiles(connection, doc_ids)
-            external = self._store.documents_of(connection, doc_ids)
-        pool = profile.concat(stored)
-        estimated, exact = compare(
-            pool, np.zeros(doc_ids.size, np.int64), np.arange(1, doc_ids.size + 1)
-        )
-        matches = [
-            Match(
-                external[int(d)][0], float(estimated[p]), None if exact is None else float(exact[p])
-            )
-            for p, d in enumerate(doc_ids)
-        ]
-        matches = sorted(
-            (m for m in matches if m.similarity >= threshold),
-            key=lambda m: (-m.similarity, m.external_id),
-        )
+            stored, names = self._profiles(connection, doc_ids)
+        rows = np.arange(1, doc_ids.size + 1)  # the query is row 0 of the pool
+        estimated, exact = compare(profile.concat(stored), np.zeros_like(rows), rows)
+        matches = _matches([None, *names], rows, estimated, exact, threshold)
         return matches[:limit] if limit is not None else matches
 
-    def _profiles(self, connection: Connection, ids: np.ndarray) -> Profiles:
-        """Stored signatures (and shingle sets from stored text) of sorted document ids."""
+    def _profiles(self, connection: Connection, ids: np.ndarray) -> tuple[Profiles, list[str]]:
+        """Stored signatures (and shingle sets from stored text) of document ids, and their
+        external ids, in the order of ``ids``."""
         blobs = self._store.signatures_of(connection, ids)
-        sigs = unpack([blobs[int(i)] for i in ids], self.spec.num_perm)
-        if not self.keep_text:
-            return Profiles(sigs, None)
         rows = self._store.documents_of(connection, ids)
+        sigs = unpack([blobs[int(i)] for i in ids], self.spec.num_perm)
+        names = [rows[int(i)][0] for i in ids]
+        if not self.keep_text:
+            return Profiles(sigs, None), names
         sets = shingle_sets([normalize(rows[int(i)][1] or "") for i in ids], self.spec)
-        return Profiles(sigs, sets)
+        return Profiles(sigs, sets), names
 
     # -- pairs -----------------------------------------------------------------------------
 
@@ -522,7 +511,7 @@ class Index:
             a = doc_a[start : start + chunk_size]
             b = doc_b[start : start + chunk_size]
             ids = np.unique(np.concatenate((a, b)))
-            profiles = self._profiles(connection, ids)
+            profiles, _ = self._profiles(connection, ids)
             estimated, exact = compare(profiles, np.searchsorted(ids, a), np.searchsorted(ids, b))
             keep = (estimated if exact is None else exact) >= threshold
             kept.append((a[keep], b[keep], estimated[keep], None if exact is None else exact[keep]))
@@ -666,7 +655,7 @@ class Index:
                 clusters = np.array([r["cluster_id"] for r in chunk], dtype=np.int64)
                 ids = np.unique(np.concatenate((members, clusters)))
                 estimated, exact = compare(
-                    self._profiles(connection, ids),
+                    self._profiles(connection, ids)[0],
                     np.searchsorted(ids, members),
                     np.searchsorted(ids, clusters),
                 )
@@ -822,6 +811,23 @@ def _database_errors(store: Store) -> Iterator[None]:
         raise DatabaseError(
             f"database {display_url(str(store.engine.url))} refused the change: {reason}"
         ) from None
+
+
+def _matches(
+    names: list[str | None],
+    rows: np.ndarray,
+    estimated: np.ndarray,
+    exact: np.ndarray | None,
+    threshold: float,
+) -> list[Match]:
+    """Matches for profile rows with similarity >= threshold, best first."""
+    similarity = estimated if exact is None else exact
+    matches = [
+        Match(names[row], float(estimated[p]), None if exact is None else float(exact[p]))
+        for p, row in enumerate(rows.tolist())
+        if similarity[p] >= threshold
+    ]
+    return sorted(matches, key=lambda m: (-m.similarity, m.external_id))
 
 
 def _connect(url: str | None) -> Store:

@@ -239,18 +239,6 @@ class Store:
     def document_count(self, connection: Connection) -> int:
         return connection.scalar(select(func.count()).select_from(documents))
 
-    def document_by_external_id(self, connection: Connection, external_id: str) -> dict | None:
-        row = (
-            connection.execute(
-                select(documents.c.id, documents.c.text, signatures.c.minhashes)
-                .join(signatures, signatures.c.document_id == documents.c.id)
-                .where(documents.c.external_id == external_id)
-            )
-            .mappings()
-            .first()
-        )
-        return dict(row) if row else None
-
     def signatures_of(self, connection: Connection, ids: np.ndarray) -> dict[int, bytes]:
         found: dict[int, bytes] = {}
         for chunk in _chunks(ids.tolist(), MAX_PARAMS):
