@@ -282,10 +282,9 @@ class Index:
                     "--on-empty skip / on_empty='skip'"
                 )
             result.skipped_empty.extend(external_ids[i] for i in empty)
-            keep, normalized = (
-                [i for i in keep if i not in set(empty)],
-                [t for t in normalized if t],
-            )
+            dropped = set(empty)
+            keep = [i for i in keep if i not in dropped]
+            normalized = [t for t in normalized if t]
         if not keep:
             return
         sets = shingle_sets(normalized, self.spec)
