@@ -853,6 +853,11 @@ def _unpack_documents(batch: Sequence[Document]) -> tuple[list[str], list[str], 
             raise InputError(
                 f"the text of document {external_id!r} must be a string, got {type(text).__name__}"
             )
+        if "\x00" in text or "\x00" in external_id:
+            raise InputError(
+                f"document {external_id!r} holds a NUL character (U+0000), which PostgreSQL "
+                "can't store in text; remove it from the input"
+            )
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:

@@ -75,6 +75,7 @@ def test_ingest_reads_csv_tsv_and_gzip_and_takes_the_db_from_the_environment(tmp
         (b'{"id": "a", "text": "one"}\n{"id": "a", "text": "two"}\n', "'a' appears twice"),
         (b'{"id": "a", "text": "   "}\n', "'a' has no text after normalization"),
         (b'{"id": "a", "text": "\\ud800"}\n', "lone surrogate"),
+        (b'{"id": "a", "text": "nul \\u0000 here"}\n', "holds a NUL character"),
     ],
 )
 def test_bad_input_is_one_line_and_adds_nothing(tmp_path, content, message):
