@@ -210,11 +210,29 @@ def batched(items, size: int) -> Iterator[list]:
         yield batch
 
 
-def step_truth(corpus: str, out: str) -> dict:
-    """Exact pairs with Jaccard >= THRESHOLD (simindex.exact.similar_pairs), saved as .npz."""
+def subset(hashes: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
+    """The ShingleSets of some rows (sorted) of a (hashes, offsets) collection."""
+    from simindex.shingle import ShingleSets
+
+    counts = offsets[rows + 1] - offsets[rows]
+    new_offsets = np.zeros(rows.size + 1, np.int64)
+    np.cumsum(counts, out=new_offsets[1:])
+    take = np.repeat(offsets[rows] - new_offsets[:-1], counts) + np.arange(new_offsets[-1])
+    return ShingleSets(hashes[take], new_offsets)
+
+
+def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
+    """Exact pairs with Jaccard >= THRESHOLD (simindex.exact.similar_pairs), saved as .npz.
+
+    similar_pairs needs ~120 bytes per shingle (9 GiB for 100k documents), so a corpus of more
+    than ``max_shingles`` shingles is joined in windows by set size, which is still exact:
+    J(A, B) >= t implies t * max(|A|, |B|) <= min(|A|, |B|), so with size classes
+    [c * q**i, c * q**(i + 1)) where q = 1 / t, every such pair lies within two adjacent
+    classes, and similar_pairs on the documents of classes i and i + 1 (for every i) finds
+    each pair at least once (prefix filtering is exact for any token order).
+    """
     from simindex import SignatureSpec, normalize, shingle_sets
     from simindex.exact import similar_pairs
-    from simindex.shingle import ShingleSets
 
     started = time.perf_counter()
     spec = SignatureSpec()
@@ -225,12 +243,30 @@ def step_truth(corpus: str, out: str) -> dict:
     offsets = np.zeros(counts.size + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     shingled = time.perf_counter() - started
-    a, b, jaccard = similar_pairs(ShingleSets(hashes, offsets), THRESHOLD)
+    if hashes.size <= max_shingles:
+        windows = [np.arange(counts.size)]
+    else:
+        size_class = np.floor(np.log(counts) / np.log(1 / THRESHOLD) + 1e-9).astype(np.int64)
+        windows = [np.flatnonzero((size_class == c) | (size_class == c + 1))
+                   for c in range(int(size_class.max()) + 1)]  # fmt: skip
+        windows = [w for w in windows if w.size > 1]
+    found = []
+    for rows in windows:
+        a, b, _ = similar_pairs(subset(hashes, offsets, rows), THRESHOLD)
+        found.append(pack_pairs(rows[a], rows[b]))
+    packed = np.unique(np.concatenate(found))
+    a, b = packed >> PAIR_SHIFT, packed & ((1 << PAIR_SHIFT) - 1)
+    from simindex.shingle import ShingleSets
+    from simindex.verify import exact_jaccard
+
+    jaccard = exact_jaccard(ShingleSets(hashes, offsets), a, b)
     np.savez(out, a=a, b=b, jaccard=jaccard)
     return {
         "pairs": int(a.size),
         "pairs_085": int((jaccard >= 0.85).sum()),
         "shingles": int(hashes.size),
+        "windows": len(windows),
+        "largest_window_shingles": int(max(counts[w].sum() for w in windows)),
         "shingle_seconds": shingled,
         "seconds": time.perf_counter() - started,
     }

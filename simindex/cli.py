@@ -575,6 +575,19 @@ def stats(
 
 @app.command()
 @user_errors
+def check(db: Db = None) -> None:
+    """Check the index's integrity; exit 1 and list the problems if there are any."""
+    with Index.open(db) as index:
+        problems = index.check()
+    for problem in problems:
+        err.print(f"[bold red]Problem:[/] {problem}", highlight=False)
+    if problems:
+        raise typer.Exit(1)
+    err.print(f"{index.url}: consistent", highlight=False)
+
+
+@app.command()
+@user_errors
 def tune(
     num_perm: Annotated[int, typer.Option(help="Signature length to tune for.")] = 128,
     threshold: Annotated[

@@ -726,7 +726,6 @@ class Index:
         readers keep using the active banding until it commits. Returns its id."""
         lsh.check_banding(bands, rows, self.spec.num_perm)
         with self._transaction(write=True) as connection:
-            self._store.lock_documents(connection)
             old = self._store.bandings(connection)
             banding_id = self._store.create_banding(connection, bands, rows)
             for ids, blobs in self._store.iter_signatures(connection, chunk_size):
@@ -740,6 +739,13 @@ class Index:
                     if activate or not banding["is_active"]:
                         self._store.drop_banding(connection, banding["id"])
         return banding_id
+
+    def check(self) -> list[str]:
+        """Integrity problems of the index (an empty list when it is consistent): documents
+        without a signature or a complete set of band keys for every complete banding,
+        band keys of no document, not exactly one active and complete banding."""
+        with self._transaction() as connection:
+            return self._store.integrity_problems(connection)
 
     def bandings(self) -> list[dict[str, Any]]:
         with self._transaction() as connection:

@@ -33,6 +33,7 @@ DEFAULT_URL = "sqlite:///simindex.db"
 # Bound parameters per statement: below SQLite's 32,766 and PostgreSQL's 65,535.
 MAX_PARAMS = 30_000
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
 
 
 def database_url(url: str | None) -> str:
@@ -102,9 +103,15 @@ class Store:
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
+        """A transaction that may write. Writers take turns, readers never wait: on SQLite
+        through BEGIN IMMEDIATE, on PostgreSQL through a transaction-level advisory lock
+        (so two ingests of overlapping ids can't both pass the duplicate check, and pairs
+        found while documents arrive stay consistent)."""
         with self.engine.connect() as connection:
             connection = connection.execution_options(simindex_write=True)
             with connection.begin():
+                if self.dialect == "postgresql":
+                    connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
                 yield connection
 
     # -- settings --------------------------------------------------------------------------
@@ -287,11 +294,6 @@ class Store:
             .returning(bandings.c.id)
         )
         return int(result.scalar_one())
-
-    def lock_documents(self, connection: Connection) -> None:
-        """Keep writers out (readers welcome) while a banding is built from all documents."""
-        if self.dialect == "postgresql":
-            connection.exec_driver_sql("LOCK TABLE documents IN SHARE MODE")
 
     def complete_banding(self, connection: Connection, banding_id: int) -> None:
         connection.execute(
@@ -593,6 +595,60 @@ class Store:
                     )
                 )
             connection.execute(documents.delete().where(documents.c.id.in_(chunk)))
+
+    # -- integrity -------------------------------------------------------------------------
+
+    def integrity_problems(self, connection: Connection) -> list[str]:
+        """What is inconsistent in the index, one sentence each (empty: all is well)."""
+        problems = []
+        no_signature = connection.scalar(
+            select(func.count())
+            .select_from(documents)
+            .outerjoin(signatures, signatures.c.document_id == documents.c.id)
+            .where(signatures.c.document_id.is_(None))
+        )
+        if no_signature:
+            problems.append(f"{no_signature} document(s) have no signature")
+        all_bandings = self.bandings(connection)
+        active = [b for b in all_bandings if b["is_active"]]
+        if len(active) != 1:
+            problems.append(f"{len(active)} bandings are active (there must be exactly one)")
+        if any(b["state"] != "complete" for b in active):
+            problems.append("the active banding is not complete")
+        document_count = self.document_count(connection)
+        for banding in all_bandings:
+            if banding["state"] != "complete":
+                continue
+            per_document = (
+                select(band_keys.c.document_id, func.count().label("key_count"))
+                .join(documents, documents.c.id == band_keys.c.document_id)
+                .where(band_keys.c.banding_id == banding["id"])
+                .group_by(band_keys.c.document_id)
+                .subquery()
+            )
+            keyed, wrong = connection.execute(
+                select(
+                    func.count(),
+                    func.coalesce(
+                        func.sum(sa.case((per_document.c.key_count != banding["bands"], 1), else_=0)), 0
+                    ),
+                ).select_from(per_document)
+            ).one()
+            orphans = connection.scalar(
+                select(func.count())
+                .select_from(band_keys)
+                .outerjoin(documents, documents.c.id == band_keys.c.document_id)
+                .where(band_keys.c.banding_id == banding["id"], documents.c.id.is_(None))
+            )
+            name = f"banding {banding['id']} ({banding['bands']} x {banding['rows']})"
+            if keyed != document_count or wrong:
+                problems.append(
+                    f"{name}: {document_count - keyed} document(s) have no band keys, "
+                    f"{wrong} an incomplete set"
+                )
+            if orphans:
+                problems.append(f"{name}: {orphans} band keys belong to no document")
+        return problems
 
     # -- statistics ------------------------------------------------------------------------
 

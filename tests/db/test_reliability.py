@@ -1,0 +1,121 @@
+"""Crashes, concurrent writers, dropped connections and damage: nothing lost, nothing doubled."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import sqlalchemy as sa
+
+from simindex import Index
+from simindex.store import database_url
+
+
+def _corpus(path, start: int, stop: int, seed: int = 1) -> None:
+    """Documents `d<start>` .. `d<stop - 1>` of random words (a few seconds to ingest)."""
+    rng = np.random.default_rng(seed)
+    words = np.array([f"w{i}" for i in range(5000)])
+    with open(path, "w") as f:
+        for i in range(start, stop):
+            text = " ".join(words[rng.integers(0, 5000, 120)])
+            f.write(json.dumps({"id": f"d{i}", "text": text}) + "\n")
+
+
+def _simindex(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "simindex", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _count(url: str) -> int:
+    with Index.open(url) as index:
+        return index.stats()["documents"]
+
+
+def test_check_finds_damage(db_url, news):
+    with Index.create(db_url) as index:
+        index.add(news)
+        assert index.check() == []
+    engine = sa.create_engine(database_url(db_url))
+    with engine.begin() as connection:
+        connection.exec_driver_sql("DELETE FROM band_keys WHERE document_id = 5 AND band = 3")
+        connection.exec_driver_sql("DELETE FROM signatures WHERE document_id = 7")
+        connection.exec_driver_sql("INSERT INTO band_keys VALUES (1, 0, 123, 999)")
+    engine.dispose()
+    with Index.open(db_url) as index:
+        assert index.check() == [
+            "1 document(s) have no signature",
+            "banding 1 (20 x 5): 0 document(s) have no band keys, 1 an incomplete set",
+            "banding 1 (20 x 5): 1 band keys belong to no document",
+        ]
+
+
+def test_kill_9_during_ingest_leaves_a_consistent_index_and_a_rerun_completes(db_url, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    _corpus(corpus, 0, 15_000)
+    Index.create(db_url).close()
+    rng = np.random.default_rng(0)
+    for attempt in range(3):
+        process = _simindex("ingest", str(corpus), "--db", db_url, "--batch-size", "1000")
+        time.sleep(float(rng.uniform(0.5, 2.5)))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        with Index.open(db_url) as index:
+            assert index.check() == [], f"attempt {attempt}"
+            assert index.stats()["documents"] in (0, 15_000)  # all or nothing
+    done = _simindex("ingest", str(corpus), "--db", db_url, "--on-duplicate", "skip")
+    assert done.wait() == 0, done.stderr.read()
+    with Index.open(db_url) as index:
+        assert index.check() == [] and index.stats()["documents"] == 15_000
+
+
+def test_concurrent_writers_lose_nothing_and_double_nothing(db_url, tmp_path):
+    """Three processes at once, overlapping and disjoint ids (SQLite writers wait their turn)."""
+    ranges = [(0, 3000), (2000, 5000), (6000, 7000)]
+    for n, (start, stop) in enumerate(ranges):
+        _corpus(tmp_path / f"part{n}.jsonl", start, stop, seed=0)
+    Index.create(db_url).close()
+    processes = [
+        _simindex(
+            "ingest", str(tmp_path / f"part{n}.jsonl"), "--db", db_url, "--on-duplicate", "skip"
+        )
+        for n in range(len(ranges))
+    ]
+    for process in processes:
+        assert process.wait() == 0, process.stderr.read()
+    with Index.open(db_url) as index:
+        assert index.check() == []
+        assert index.stats()["documents"] == 6000  # d0..d4999 and d6000..d6999, each once
+
+
+def test_a_dropped_connection_mid_ingest_is_one_clear_error_and_writes_nothing(pg_url, tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    _corpus(corpus, 0, 15_000)
+    Index.create(pg_url).close()
+    process = _simindex("ingest", str(corpus), "--db", pg_url, "--batch-size", "1000")
+    admin = sa.create_engine(database_url(pg_url), isolation_level="AUTOCOMMIT")
+    database = sa.make_url(database_url(pg_url)).database
+    killed = 0
+    with admin.connect() as connection:
+        for _ in range(100):
+            time.sleep(0.1)
+            killed = connection.exec_driver_sql(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                f"WHERE datname = '{database}' AND pid <> pg_backend_pid() AND state <> 'idle'"
+            ).scalar()
+            if killed or process.poll() is not None:
+                break
+    admin.dispose()
+    assert killed, "the ingest finished before its connection could be dropped"
+    assert process.wait() == 1
+    stderr = process.stderr.read()
+    assert stderr.strip().startswith("Error: database postgresql+psycopg://")
+    assert "administrator command" in stderr and "Traceback" not in stderr
+    assert _count(pg_url) == 0
