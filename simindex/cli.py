@@ -172,21 +172,32 @@ def ingest(
     on_empty: Annotated[
         Policy, typer.Option(help="A document with no text: fail, or skip it.")
     ] = Policy.fail,
+    on_error: Annotated[
+        Policy,
+        typer.Option(
+            help="A malformed record (bad line, missing field, bad id or text): fail, or skip and log it."
+        ),
+    ] = Policy.fail,
+    error_log: Annotated[
+        Path,
+        typer.Option(help="With --on-error skip: where skipped records are listed (JSON lines)."),
+    ] = Path("simindex-errors.jsonl"),
 ) -> None:
     """Add documents to the index (creating it with default settings if the database has none).
 
-    All files go in one transaction: on any error nothing is added."""
+    All files go in one transaction: on an error nothing is added."""
     index, created = Index.open_or_create(db)
-    with index:
+    with index, _ErrorLog(error_log) as errors:
         if created:
             err.print(f"Created a new index in {index.url}", highlight=False)
             _describe_index(index)
         started = time.perf_counter()
+        report = errors.add if on_error is Policy.skip else None
         with _progress("Ingesting") as advance:
             documents = (
                 d
                 for path in files
-                for d in read_documents(path, fmt.value, id_field, text_field, encoding)
+                for d in read_documents(path, fmt.value, id_field, text_field, encoding, report)
             )
             result = index.add(
                 documents,
@@ -738,6 +749,34 @@ def _print_matches(matches: list[Match], as_json: bool) -> None:
         exact = "-" if m.exact_jaccard is None else f"{m.exact_jaccard:.3f}"
         table.add_row(m.external_id, f"{m.similarity:.3f}", exact, f"{m.estimated_jaccard:.3f}")
     out.print(table)
+
+
+class _ErrorLog:
+    """Skipped records, one JSON line each, in a file created at the first one."""
+
+    def __init__(self, path: Path):
+        self.path, self.count, self._stream = path, 0, None
+
+    def add(self, error: InputError) -> None:
+        if self._stream is None:
+            try:
+                self._stream = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+            except OSError as exc:
+                raise InputError(
+                    f"{self.path}: can't write the error log: {exc.strerror}"
+                ) from None
+        self._stream.write(json.dumps({"error": str(error)}, ensure_ascii=False) + "\n")
+        self.count += 1
+
+    def __enter__(self) -> _ErrorLog:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            err.print(
+                f"Skipped {self.count:,} bad record(s), listed in {self.path}", highlight=False
+            )
 
 
 class _progress:

@@ -36,6 +36,7 @@ from simindex.errors import (
     SimindexError,
 )
 from simindex.minhash import pack, signatures, unpack
+from simindex.readers import document_problem
 from simindex.shingle import content_hash, normalize, shingle_sets
 from simindex.spec import SignatureSpec
 from simindex.store import Store, create_engine, database_url, display_url
@@ -853,24 +854,9 @@ def _unpack_documents(batch: Sequence[Document]) -> tuple[list[str], list[str], 
                 f"a document must be (external_id, text[, metadata]), got {document!r:.80}"
             )
         external_id, text = document[0], document[1]
-        if not isinstance(external_id, str) or not external_id:
-            raise InputError(f"a document id must be a non-empty string, got {external_id!r:.80}")
-        if not isinstance(text, str):
-            raise InputError(
-                f"the text of document {external_id!r} must be a string, got {type(text).__name__}"
-            )
-        if "\x00" in text or "\x00" in external_id:
-            raise InputError(
-                f"document {external_id!r} holds a NUL character (U+0000), which PostgreSQL "
-                "can't store in text; remove it from the input"
-            )
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise InputError(
-                f"the text of document {external_id!r} holds a lone surrogate (e.g. a bad "
-                "\\ud800 escape in JSON), which is not Unicode text"
-            ) from None
+        problem = document_problem(external_id, text)
+        if problem:
+            raise InputError(problem)
         external_ids.append(external_id)
         texts.append(text)
         metadata.append(document[2] if len(document) == 3 else None)

@@ -12,7 +12,7 @@ import gzip
 import io
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
@@ -43,11 +43,43 @@ def read_documents(
     id_field: str = "id",
     text_field: str = "text",
     encoding: str = "utf-8",
+    on_error: Callable[[InputError], None] | None = None,
 ) -> Iterator[Document]:
     """Documents of a file ("-" is standard input, read as JSON lines unless fmt says):
-    (external_id, text, the record's other fields or None)."""
-    for number, record in read_records(path, fmt, id_field, text_field, encoding):
-        yield _document(path, number, record, id_field, text_field)
+    (external_id, text, the record's other fields or None).
+
+    A bad record (malformed line, missing field, unusable id or text) raises InputError
+    naming file and line, or, with ``on_error``, is handed to it and skipped. A file that
+    can't be opened or decoded always raises.
+    """
+    for number, record in read_records(path, fmt, id_field, text_field, encoding, on_error):
+        try:
+            yield _document(path, number, record, id_field, text_field)
+        except InputError as error:
+            if on_error is None:
+                raise
+            on_error(error)
+
+
+def document_problem(external_id: object, text: object) -> str | None:
+    """Why (external_id, text) can't be indexed, or None if it can."""
+    if not isinstance(external_id, str) or not external_id:
+        return f"a document id must be a non-empty string, got {external_id!r:.80}"
+    if not isinstance(text, str):
+        return f"the text of document {external_id!r} must be a string, got {type(text).__name__}"
+    if "\x00" in text or "\x00" in external_id:
+        return (
+            f"document {external_id!r} holds a NUL character (U+0000), which PostgreSQL can't "
+            "store in text; remove it from the input"
+        )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return (
+            f"the text of document {external_id!r} holds a lone surrogate (e.g. a bad \\ud800 "
+            "escape in JSON), which is not Unicode text"
+        )
+    return None
 
 
 def read_records(
@@ -56,8 +88,11 @@ def read_records(
     id_field: str = "id",
     text_field: str = "text",
     encoding: str = "utf-8",
+    on_error: Callable[[InputError], None] | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) of a file; an id<TAB>text line is {id_field: .., text_field: ..}."""
+    """(line number, record) of a file; an id<TAB>text line is {id_field: .., text_field: ..}.
+    A malformed line raises InputError, or with ``on_error`` is handed to it and skipped."""
+    report = on_error or _raise
     if fmt == "auto":
         fmt = "jsonl" if path == "-" else detect_format(path)  # type: ignore[assignment]
     try:
@@ -68,11 +103,11 @@ def read_records(
         lines = io.TextIOWrapper(raw, encoding=encoding, newline="")
         try:
             if fmt == "jsonl":
-                yield from _jsonl(path, lines)
+                yield from _jsonl(path, lines, report)
             elif fmt == "csv":
-                yield from _csv(path, lines)
+                yield from _csv(path, lines, report)
             else:
-                yield from _tsv(path, lines, id_field, text_field)
+                yield from _tsv(path, lines, id_field, text_field, report)
         except UnicodeDecodeError as exc:
             raise InputError(
                 f"{path}: is not valid {encoding} ({exc.reason} at byte {exc.start} of a block); "
@@ -92,43 +127,51 @@ def _open(path: str):
     return gzip.GzipFile(fileobj=stream) if peek == b"\x1f\x8b" else stream
 
 
-def _jsonl(path: str, lines) -> Iterator[tuple[int, dict[str, Any]]]:
+def _raise(error: InputError) -> None:
+    raise error
+
+
+def _jsonl(path: str, lines, report) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+            report(InputError(f"{path}:{number}: not valid JSON ({exc.msg})"))
+            continue
         if not isinstance(record, dict):
-            raise InputError(
-                f"{path}:{number}: expected a JSON object, got {type(record).__name__}"
+            report(
+                InputError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
             )
+            continue
         yield number, record
 
 
-def _csv(path: str, lines) -> Iterator[tuple[int, dict[str, Any]]]:
+def _csv(path: str, lines, report) -> Iterator[tuple[int, dict[str, Any]]]:
     csv.field_size_limit(sys.maxsize)
     reader = csv.DictReader(lines, strict=True)
     try:
         for record in reader:
             if None in record:
-                raise InputError(f"{path}:{reader.line_num}: more fields than the header has")
+                report(InputError(f"{path}:{reader.line_num}: more fields than the header has"))
+                continue
             yield reader.line_num, record
     except csv.Error as exc:
         raise InputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
 
 
-def _tsv(path: str, lines, id_field: str, text_field: str) -> Iterator[tuple[int, dict[str, Any]]]:
+def _tsv(
+    path: str, lines, id_field: str, text_field: str, report
+) -> Iterator[tuple[int, dict[str, Any]]]:
     for number, line in enumerate(lines, start=1):
         line = line.rstrip("\r\n")
         if not line:
             continue
         external_id, tab, text = line.partition("\t")
-        if not tab:
-            raise InputError(f"{path}:{number}: expected id<TAB>text, found no tab")
-        if not external_id:
-            raise InputError(f"{path}:{number}: the id (before the tab) is empty")
+        if not tab or not external_id:
+            report(InputError(f"{path}:{number}: expected id<TAB>text with a non-empty id"))
+            continue
         yield number, {id_field: external_id, text_field: text}
 
 
@@ -146,9 +189,8 @@ def _document(path: str, number: int, record: dict, id_field: str, text_field: s
                 "choose the fields with --id-field / --text-field"
             )
     external_id, text = record_id(record, id_field), record[text_field]
-    if not isinstance(external_id, str) or not external_id:
-        raise InputError(f"{path}:{number}: the id must be a non-empty string or number")
-    if not isinstance(text, str):
-        raise InputError(f"{path}:{number}: the text of {external_id!r} is not a string")
+    problem = document_problem(external_id, text)
+    if problem:
+        raise InputError(f"{path}:{number}: {problem}")
     metadata = {k: v for k, v in record.items() if k not in (id_field, text_field)}
     return external_id, text, metadata or None

@@ -630,7 +630,10 @@ class Store:
                 select(
                     func.count(),
                     func.coalesce(
-                        func.sum(sa.case((per_document.c.key_count != banding["bands"], 1), else_=0)), 0
+                        func.sum(
+                            sa.case((per_document.c.key_count != banding["bands"], 1), else_=0)
+                        ),
+                        0,
                     ),
                 ).select_from(per_document)
             ).one()

@@ -119,3 +119,29 @@ def test_tune_reports_the_published_numbers():
     assert "chosen: 20 bands x 5 rows" in result.stdout
     assert "P(0.8) = 0.999644" in result.stdout
     assert "P(0.4) = 0.18605" in result.stdout
+
+
+def test_on_error_skip_logs_each_bad_record_and_adds_the_rest(tmp_path):
+    lines = [
+        '{"id": "a", "text": "hello world here"}',
+        "{bad json",
+        '{"id": "b"}',
+        '{"id": "c", "text": "nul \\u0000"}',
+        '{"id": "d", "text": "fine text too"}',
+    ]
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    db, log = str(tmp_path / "i.db"), tmp_path / "errors.jsonl"
+    result = run(
+        "ingest",
+        str(tmp_path / "in.jsonl"),
+        "--db",
+        db,
+        "--on-error",
+        "skip",
+        "--error-log",
+        str(log),
+    )
+    assert f"Skipped 3 bad record(s), listed in {log}" in result.stderr.replace("\n", " ")
+    errors = [json.loads(line)["error"] for line in log.read_text().splitlines()]
+    assert [e.split(": ")[0] for e in errors] == [f"{tmp_path}/in.jsonl:{n}" for n in (2, 3, 4)]
+    assert json.loads(run("stats", "--db", db, "--json").stdout)["documents"] == 2
