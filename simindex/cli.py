@@ -28,7 +28,13 @@ from simindex import migrate
 from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import InputError, ParameterError, SimindexError
 from simindex.index import DEFAULT_BATCH_SIZE, DEFAULT_THRESHOLD, Index, Match
-from simindex.readers import detect_format, read_documents, read_records, record_id
+from simindex.readers import (
+    DEFAULT_MAX_CHARS,
+    detect_format,
+    read_documents,
+    read_records,
+    record_id,
+)
 from simindex.spec import SignatureSpec
 from simindex.store import create_engine, database_url, display_url
 from simindex.writers import write_records
@@ -182,6 +188,10 @@ def ingest(
         Path,
         typer.Option(help="With --on-error skip: where skipped records are listed (JSON lines)."),
     ] = Path("simindex-errors.jsonl"),
+    max_chars: Annotated[
+        int,
+        typer.Option(help="Longest document accepted, in characters (~20 bytes of memory each)."),
+    ] = DEFAULT_MAX_CHARS,
 ) -> None:
     """Add documents to the index (creating it with default settings if the database has none).
 
@@ -197,13 +207,16 @@ def ingest(
             documents = (
                 d
                 for path in files
-                for d in read_documents(path, fmt.value, id_field, text_field, encoding, report)
+                for d in read_documents(
+                    path, fmt.value, id_field, text_field, encoding, report, max_chars
+                )
             )
             result = index.add(
                 documents,
                 batch_size=batch_size,
                 on_duplicate=on_duplicate.value,
                 on_empty=on_empty.value,
+                max_chars=max_chars,
                 progress=advance,
             )
         seconds = time.perf_counter() - started

@@ -10,6 +10,7 @@ Each call is one database transaction: it happens completely or not at all.
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -20,6 +21,7 @@ from itertools import islice
 from typing import Any, Literal
 
 import numpy as np
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
@@ -36,7 +38,7 @@ from simindex.errors import (
     SimindexError,
 )
 from simindex.minhash import pack, signatures, unpack
-from simindex.readers import document_problem
+from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.shingle import content_hash, normalize, shingle_sets
 from simindex.spec import SignatureSpec
 from simindex.store import Store, create_engine, database_url, display_url
@@ -112,6 +114,7 @@ class _AddCall:
     on_duplicate: OnDuplicate
     on_empty: OnDuplicate
     find_duplicates: float | None
+    max_chars: int
     ingested_at: datetime
     result: AddResult = field(default_factory=AddResult)
 
@@ -234,6 +237,7 @@ class Index:
         on_duplicate: OnDuplicate = "fail",
         on_empty: OnDuplicate = "fail",
         find_duplicates: float | None = None,
+        max_chars: int = DEFAULT_MAX_CHARS,
         progress: Callable[[int], None] | None = None,
     ) -> AddResult:
         """Add (external_id, text[, metadata]) documents, streaming, in one transaction.
@@ -260,6 +264,7 @@ class Index:
                 on_duplicate=on_duplicate,
                 on_empty=on_empty,
                 find_duplicates=find_duplicates,
+                max_chars=max_chars,
                 ingested_at=datetime.now(UTC),
             )
             while batch := list(islice(iterator, batch_size)):
@@ -271,7 +276,7 @@ class Index:
     def _add_batch(self, connection: Connection, batch: list[Document], call: _AddCall) -> None:
         result, on_duplicate, on_empty = call.result, call.on_duplicate, call.on_empty
         complete, active, find_duplicates = call.complete, call.active, call.find_duplicates
-        external_ids, texts, metadata = _unpack_documents(batch)
+        external_ids, texts, metadata = _unpack_documents(batch, call.max_chars)
         keep = self._drop_duplicate_ids(connection, external_ids, on_duplicate, result)
         normalized = [normalize(texts[i]) for i in keep]
         empty = [i for i, t in zip(keep, normalized, strict=True) if not t]
@@ -782,6 +787,14 @@ class Index:
         return _transaction(self._store, write)
 
 
+_OPERATIONAL_ERRORS = (
+    sa.exc.OperationalError,
+    sa.exc.InterfaceError,
+    sqlite3.OperationalError,
+    psycopg.OperationalError,
+)
+_INTEGRITY_ERRORS = (sa.exc.IntegrityError, sqlite3.IntegrityError, psycopg.IntegrityError)
+
 # SQLite errors that come from the environment (file, disk, locks), not from simindex.
 _SQLITE_USER_ERRORS = (
     "unable to open database",
@@ -801,21 +814,22 @@ def _transaction(store: Store, write: bool) -> Iterator[Connection]:
 
 @contextmanager
 def _database_errors(store: Store) -> Iterator[None]:
-    """Turn driver errors (server down, wrong password, ...) into DatabaseError."""
+    """Turn driver errors (server down, wrong password, disk full, ...) into DatabaseError.
+
+    Bulk loads use the driver's cursor directly, so its own exception classes come too."""
     try:
         yield
-    except (sa.exc.OperationalError, sa.exc.InterfaceError) as exc:
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+    except (*_OPERATIONAL_ERRORS, *_INTEGRITY_ERRORS) as exc:
+        orig = getattr(exc, "orig", None) or exc
+        reason = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
+        url = display_url(str(store.engine.url))
+        if isinstance(exc, _INTEGRITY_ERRORS):
+            raise DatabaseError(f"database {url} refused the change: {reason}") from None
         if store.dialect == "sqlite" and not reason.startswith(_SQLITE_USER_ERRORS):
             raise  # e.g. a syntax error: a bug, keep the traceback
         raise DatabaseError(
-            f"database {display_url(str(store.engine.url))} failed: {reason}. Is the server "
-            "running and the URL right? (a local PostgreSQL: `docker compose up -d`)"
-        ) from None
-    except sa.exc.IntegrityError as exc:
-        reason = str(exc.orig).strip().splitlines()[0]
-        raise DatabaseError(
-            f"database {display_url(str(store.engine.url))} refused the change: {reason}"
+            f"database {url} failed: {reason}. Is the server running, the URL right and "
+            "the disk not full? (a local PostgreSQL: `docker compose up -d`)"
         ) from None
 
 
@@ -846,7 +860,9 @@ def _check_threshold(threshold: float) -> float:
     return threshold
 
 
-def _unpack_documents(batch: Sequence[Document]) -> tuple[list[str], list[str], list[dict | None]]:
+def _unpack_documents(
+    batch: Sequence[Document], max_chars: int
+) -> tuple[list[str], list[str], list[dict | None]]:
     external_ids, texts, metadata = [], [], []
     for document in batch:
         if not isinstance(document, tuple | list) or len(document) not in (2, 3):
@@ -854,7 +870,7 @@ def _unpack_documents(batch: Sequence[Document]) -> tuple[list[str], list[str], 
                 f"a document must be (external_id, text[, metadata]), got {document!r:.80}"
             )
         external_id, text = document[0], document[1]
-        problem = document_problem(external_id, text)
+        problem = document_problem(external_id, text, max_chars)
         if problem:
             raise InputError(problem)
         external_ids.append(external_id)

@@ -24,6 +24,10 @@ _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".cs
 
 Document = tuple[str, str, dict[str, Any] | None]
 
+# Shingling one document takes about 20 bytes per character at its peak (code points,
+# scratch hashes, copies of the text): 10 million characters is about 200 MB.
+DEFAULT_MAX_CHARS = 10_000_000
+
 
 def detect_format(path: str, default: str | None = None) -> str:
     """The format a file name says (.jsonl, .csv, .tsv ...; .gz is looked through)."""
@@ -44,6 +48,7 @@ def read_documents(
     text_field: str = "text",
     encoding: str = "utf-8",
     on_error: Callable[[InputError], None] | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
 ) -> Iterator[Document]:
     """Documents of a file ("-" is standard input, read as JSON lines unless fmt says):
     (external_id, text, the record's other fields or None).
@@ -54,19 +59,27 @@ def read_documents(
     """
     for number, record in read_records(path, fmt, id_field, text_field, encoding, on_error):
         try:
-            yield _document(path, number, record, id_field, text_field)
+            yield _document(path, number, record, id_field, text_field, max_chars)
         except InputError as error:
             if on_error is None:
                 raise
             on_error(error)
 
 
-def document_problem(external_id: object, text: object) -> str | None:
+def document_problem(
+    external_id: object, text: object, max_chars: int = DEFAULT_MAX_CHARS
+) -> str | None:
     """Why (external_id, text) can't be indexed, or None if it can."""
     if not isinstance(external_id, str) or not external_id:
         return f"a document id must be a non-empty string, got {external_id!r:.80}"
     if not isinstance(text, str):
         return f"the text of document {external_id!r} must be a string, got {type(text).__name__}"
+    if len(text) > max_chars:
+        return (
+            f"document {external_id!r} has {len(text):,} characters, more than the limit of "
+            f"{max_chars:,} (memory grows ~20 bytes per character); raise it with --max-chars "
+            "/ max_chars, or split the document"
+        )
     if "\x00" in text or "\x00" in external_id:
         return (
             f"document {external_id!r} holds a NUL character (U+0000), which PostgreSQL can't "
@@ -181,7 +194,9 @@ def record_id(record: dict[str, Any], id_field: str) -> str:
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
-def _document(path: str, number: int, record: dict, id_field: str, text_field: str) -> Document:
+def _document(
+    path: str, number: int, record: dict, id_field: str, text_field: str, max_chars: int
+) -> Document:
     for field in (id_field, text_field):
         if field not in record:
             raise InputError(
@@ -189,7 +204,7 @@ def _document(path: str, number: int, record: dict, id_field: str, text_field: s
                 "choose the fields with --id-field / --text-field"
             )
     external_id, text = record_id(record, id_field), record[text_field]
-    problem = document_problem(external_id, text)
+    problem = document_problem(external_id, text, max_chars)
     if problem:
         raise InputError(f"{path}:{number}: {problem}")
     metadata = {k: v for k, v in record.items() if k not in (id_field, text_field)}

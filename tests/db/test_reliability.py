@@ -9,9 +9,11 @@ import sys
 import time
 
 import numpy as np
+import pytest
 import sqlalchemy as sa
 
 from simindex import Index
+from simindex.errors import DatabaseError, InputError
 from simindex.store import database_url
 
 
@@ -119,3 +121,40 @@ def test_a_dropped_connection_mid_ingest_is_one_clear_error_and_writes_nothing(p
     assert stderr.strip().startswith("Error: database postgresql+psycopg://")
     assert "administrator command" in stderr and "Traceback" not in stderr
     assert _count(pg_url) == 0
+
+
+def test_tricky_ids_and_texts_are_stored_as_given(db_url):
+    docs = [
+        ("'; DROP TABLE documents; --", "robert'); DROP TABLE students; -- the first text"),
+        ('"quoted" id', "SELECT * FROM pairs WHERE 1 = 1 OR 'a' = 'a'"),
+        ("x" * 10_000, "y " * 5_000),
+        ("ünïcødé ✓ 🎉", "emoji text 🎉🎉 and ümlauts here"),
+    ]
+    with Index.create(db_url) as index:
+        assert index.add(docs).added == 4
+        for external_id, text in docs:
+            assert index.query(text, threshold=1.0)[0].external_id == external_id
+        assert index.check() == []
+
+
+def test_a_document_over_the_size_limit_is_refused_and_nothing_is_added(db_url):
+    with Index.create(db_url) as index:
+        with pytest.raises(
+            InputError, match="'big' has 101 characters, more than the limit of 100"
+        ):
+            index.add([("ok", "fine"), ("big", "z" * 101)], max_chars=100)
+        assert index.stats()["documents"] == 0
+
+
+def test_a_full_disk_is_one_clear_error_and_the_index_is_unchanged(tmp_path, news):
+    url = f"sqlite:///{tmp_path / 'small.db'}"
+    with Index.create(url) as index:
+        index.add(news[:10])
+        engine = index._store.engine
+        engine.dispose()
+        # Let the file grow by a few pages only: the next big write fills the "disk".
+        sa.event.listen(engine, "connect", lambda c, _: c.execute("PRAGMA max_page_count = 60"))
+        with pytest.raises(DatabaseError, match="database or disk is full"):
+            index.add(news[10:])
+    with Index.open(url) as index:
+        assert index.stats()["documents"] == 10 and index.check() == []
