@@ -7,8 +7,9 @@ format straight from numpy), SQLite through ``executemany`` in large transaction
 
 from __future__ import annotations
 
+import itertools
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -217,19 +218,16 @@ class Store:
             _copy_band_keys_binary(connection, banding_id, band, key, doc)
             return
         order = np.lexsort((doc, key, band))  # B-tree order: appends, not random inserts
-        rows = np.column_stack(
-            (np.full(n * bands, banding_id), band[order], key[order], doc[order])
-        ).tolist()
+        columns = (band[order].tolist(), key[order].tolist(), doc[order].tolist())
+        rows = zip(itertools.repeat(banding_id), *columns)  # lazily: no list of n*bands rows
         self._bulk_insert(
             connection, "band_keys", ["banding_id", "band", "key", "document_id"], rows
         )
 
     def _bulk_insert(
-        self, connection: Connection, table: str, columns: list[str], rows: list[Sequence]
+        self, connection: Connection, table: str, columns: list[str], rows: Iterable[Sequence]
     ) -> None:
         """PostgreSQL: COPY; SQLite: executemany. ``table`` and ``columns`` are our constants."""
-        if not rows:
-            return
         if self.dialect == "postgresql":
             cursor = connection.connection.dbapi_connection.cursor()
             with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
