@@ -1,8 +1,11 @@
 """Exact all-pairs Jaccard join (no LSH): the ground truth LSH recall is measured against.
 
-Prefix filtering (AllPairs): order every set's shingles from globally rarest to most common;
-two sets with Jaccard >= t must share a shingle among the first |x| - ceil(t * |x|) + 1 of
-each, so only pairs sharing a prefix shingle are compared, then exactly.
+PPJoin (Xiao et al., 2008): order every set's shingles from globally rarest to most common;
+two sets with Jaccard >= t share a shingle within the first |x| - ceil(t * |x|) + 1 of each
+(prefix filter), have sizes within a factor t (length filter), and can't reach the needed
+overlap if the shingles after a shared one are too few (positional filter). Sets are
+processed from smallest to largest against an inverted index of the prefixes seen so far;
+the few survivors are verified by merging their sorted hash arrays.
 """
 
 from __future__ import annotations
@@ -11,7 +14,8 @@ import numpy as np
 from numba import njit
 
 from simindex.shingle import ShingleSets
-from simindex.verify import exact_jaccard
+
+_EPSILON = 1e-9  # keeps ceil(t * n) exact when t * n is a whole number in floating point
 
 
 def similar_pairs(sets: ShingleSets, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -22,53 +26,97 @@ def similar_pairs(sets: ShingleSets, threshold: float) -> tuple[np.ndarray, np.n
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be within (0, 1], got {threshold}")
     counts = sets.counts
-    owner = np.repeat(np.arange(len(sets)), counts)
     _, token, frequency = np.unique(sets.hashes, return_inverse=True, return_counts=True)
     rank = np.empty_like(frequency)
     rank[np.argsort(frequency, kind="stable")] = np.arange(frequency.shape[0])
-    order = np.lexsort((rank[token], owner))  # per document, rarest shingle first
-    position = np.arange(owner.shape[0]) - np.repeat(sets.offsets[:-1], counts)
-    prefix = counts - np.ceil(threshold * counts - 1e-9).astype(np.int64) + 1
-    in_prefix = position < np.repeat(prefix, counts)
-    # Buckets: documents sharing a prefix shingle (token), as (members, offsets).
-    chosen_tokens = token[order][in_prefix]
-    chosen_owners = owner[order][in_prefix]
-    by_token = np.argsort(chosen_tokens, kind="stable")
-    members = chosen_owners[by_token]
-    starts = np.flatnonzero(np.r_[True, np.diff(chosen_tokens[by_token]) != 0])
-    offsets = np.r_[starts, members.shape[0]].astype(np.int64)
-    a, b = _length_filtered_pairs(members, offsets, counts, threshold)
-    packed = np.unique((a << 31) | b)
-    a, b = packed >> 31, packed & ((1 << 31) - 1)
-    jaccard = exact_jaccard(sets, a, b)
-    keep = jaccard >= threshold
-    return a[keep], b[keep], jaccard[keep]
-
-
-def _length_filtered_pairs(members, offsets, sizes, threshold):
-    """Pairs (a < b) inside each bucket whose set sizes allow Jaccard >= threshold
-    (min size >= threshold * max size)."""
-    total = _length_filtered_kernel(members, offsets, sizes, threshold, None, None)
-    a = np.empty(total, dtype=np.int64)
-    b = np.empty(total, dtype=np.int64)
-    _length_filtered_kernel(members, offsets, sizes, threshold, a, b)
-    return a, b
+    owner = np.repeat(np.arange(len(sets)), counts)
+    ranked = rank[token][np.lexsort((rank[token], owner))]  # per set, rarest first
+    a, b, jaccard = _ppjoin(
+        sets.hashes, sets.offsets, ranked.astype(np.int64), frequency.shape[0], threshold
+    )
+    order = np.lexsort((b, a))
+    return a[order], b[order], jaccard[order]
 
 
 @njit(cache=True)
-def _length_filtered_kernel(members, offsets, sizes, threshold, out_a, out_b):
-    """Counts the pairs when out_a is None, else writes them."""
-    count = 0
-    for i in range(offsets.shape[0] - 1):
-        bucket = members[offsets[i] : offsets[i + 1]]
-        bucket = bucket[np.argsort(sizes[bucket], kind="mergesort")]
-        for x in range(bucket.shape[0]):
-            limit = sizes[bucket[x]] / threshold + 1e-9
-            for y in range(x + 1, bucket.shape[0]):
-                if sizes[bucket[y]] > limit:
-                    break
-                if out_a is not None:
-                    out_a[count] = min(bucket[x], bucket[y])
-                    out_b[count] = max(bucket[x], bucket[y])
-                count += 1
-    return count
+def _ppjoin(hashes, offsets, ranked, n_tokens, t):
+    n = offsets.shape[0] - 1
+    sizes = offsets[1:] - offsets[:-1]
+    prefix = np.zeros(n, dtype=np.int64)
+    for x in range(n):
+        if sizes[x]:
+            prefix[x] = sizes[x] - int(np.ceil(t * sizes[x] - _EPSILON)) + 1
+    # Inverted index of prefixes: for each token, (set, position) in processing order.
+    per_token = np.zeros(n_tokens + 1, dtype=np.int64)
+    for x in range(n):
+        for i in range(prefix[x]):
+            per_token[ranked[offsets[x] + i] + 1] += 1
+    for w in range(n_tokens):
+        per_token[w + 1] += per_token[w]
+    entry_set = np.empty(per_token[n_tokens], dtype=np.int64)
+    entry_position = np.empty(per_token[n_tokens], dtype=np.int64)
+    head = per_token[:-1].copy()  # first entry still long enough
+    fill = per_token[:-1].copy()  # one past the last entry added
+    stamp = np.full(n, -1, dtype=np.int64)
+    overlap = np.zeros(n, dtype=np.int64)
+    touched = np.empty(n, dtype=np.int64)
+    out_a = np.empty(1024, dtype=np.int64)
+    out_b = np.empty(1024, dtype=np.int64)
+    out_j = np.empty(1024, dtype=np.float64)
+    found = 0
+    for x in np.argsort(sizes, kind="mergesort"):
+        size_x = sizes[x]
+        if size_x == 0:
+            continue
+        n_touched = 0
+        for i in range(prefix[x]):
+            w = ranked[offsets[x] + i]
+            while head[w] < fill[w] and sizes[entry_set[head[w]]] < t * size_x - _EPSILON:
+                head[w] += 1  # too small for x, and for every larger set after it
+            for e in range(head[w], fill[w]):
+                y = entry_set[e]
+                if stamp[y] != x:
+                    stamp[y] = x
+                    overlap[y] = 0
+                    touched[n_touched] = y
+                    n_touched += 1
+                if overlap[y] < 0:
+                    continue
+                need = np.ceil(t / (1 + t) * (size_x + sizes[y]) - _EPSILON)
+                rest = min(size_x - i - 1, sizes[y] - entry_position[e] - 1)
+                overlap[y] = overlap[y] + 1 if overlap[y] + 1 + rest >= need else -1
+        for i in range(prefix[x]):
+            w = ranked[offsets[x] + i]
+            entry_set[fill[w]] = x
+            entry_position[fill[w]] = i
+            fill[w] += 1
+        for c in range(n_touched):
+            y = touched[c]
+            if overlap[y] <= 0:
+                continue
+            common = _intersection(hashes, offsets[x], offsets[x + 1], offsets[y], offsets[y + 1])
+            jaccard = common / (size_x + sizes[y] - common)
+            if jaccard >= t:
+                if found == out_a.shape[0]:
+                    out_a = np.concatenate((out_a, np.empty_like(out_a)))
+                    out_b = np.concatenate((out_b, np.empty_like(out_b)))
+                    out_j = np.concatenate((out_j, np.empty_like(out_j)))
+                out_a[found], out_b[found] = min(x, y), max(x, y)
+                out_j[found] = jaccard
+                found += 1
+    return out_a[:found], out_b[:found], out_j[:found]
+
+
+@njit(inline="always", cache=True)
+def _intersection(hashes, i, i_end, j, j_end):
+    common = 0
+    while i < i_end and j < j_end:
+        if hashes[i] == hashes[j]:
+            common += 1
+            i += 1
+            j += 1
+        elif hashes[i] < hashes[j]:
+            i += 1
+        else:
+            j += 1
+    return common
