@@ -20,6 +20,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -27,7 +28,8 @@ from simindex import banding as lsh
 from simindex import migrate
 from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import InputError, ParameterError, SimindexError
-from simindex.index import DEFAULT_BATCH_SIZE, DEFAULT_THRESHOLD, Index, Match
+from simindex.evaluate import CandidateEstimate, Evaluation
+from simindex.index import DEFAULT_BATCH_SIZE, DEFAULT_SAMPLE, DEFAULT_THRESHOLD, Index, Match
 from simindex.readers import (
     DEFAULT_MAX_CHARS,
     detect_format,
@@ -35,6 +37,7 @@ from simindex.readers import (
     read_records,
     record_id,
 )
+from simindex.report import require_matplotlib, write_report
 from simindex.spec import SignatureSpec
 from simindex.store import create_engine, database_url, display_url
 from simindex.writers import write_records
@@ -69,6 +72,18 @@ Threshold = Annotated[
         show_default=False,
     ),
 ]
+Sample = Annotated[
+    int,
+    typer.Option(
+        help="Documents sampled (all when the index holds fewer); the exact join's cost grows "
+        "with the square of it."
+    ),
+]
+Floor = Annotated[
+    float,
+    typer.Option(help="Lowest exact similarity computed (at most the index threshold)."),
+]
+Seed = Annotated[int, typer.Option(help="Seed of the random sample.")]
 
 
 class InputFormat(StrEnum):
@@ -115,7 +130,7 @@ def user_errors(function: F) -> F:
         try:
             return function(*args, **kwargs)
         except SimindexError as exc:
-            err.print(f"[bold red]Error:[/] {exc}", highlight=False)
+            err.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -604,7 +619,7 @@ def check(db: Db = None) -> None:
     with Index.open(db) as index:
         problems = index.check()
     for problem in problems:
-        err.print(f"[bold red]Problem:[/] {problem}", highlight=False)
+        err.print(f"[bold red]Problem:[/] {escape(problem)}", highlight=False)
     if problems:
         raise typer.Exit(1)
     err.print(f"{index.url}: consistent", highlight=False)
@@ -612,8 +627,58 @@ def check(db: Db = None) -> None:
 
 @app.command()
 @user_errors
+def evaluate(
+    db: Db = None,
+    sample: Sample = DEFAULT_SAMPLE,
+    floor: Floor = 0.5,
+    seed: Seed = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
+) -> None:
+    """Measure recall and precision against exact Jaccard on a sample of the documents."""
+    with Index.open(db) as index:
+        result = index.evaluate(sample=sample, floor=floor, seed=seed)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    _print_evaluation(result)
+
+
+@app.command()
+@user_errors
+def report(
+    db: Db = None,
+    output: Annotated[
+        Path,
+        typer.Option(
+            "-o", "--output", help="The HTML page; its figures go to NAME_files/ beside it."
+        ),
+    ] = Path("report.html"),
+    sample: Sample = DEFAULT_SAMPLE,
+    floor: Floor = 0.5,
+    seed: Seed = 0,
+) -> None:
+    """Draw the evaluation and the index's statistics: one HTML page with figures (PNG, SVG)."""
+    require_matplotlib()  # before the evaluation, which may take a while
+    with Index.open(db) as index:
+        result = index.evaluate(sample=sample, floor=floor, seed=seed)
+        statistics = index.stats()
+    files = write_report(result, statistics, output)
+    err.print(
+        f"Wrote {output}, with its {len(files) - 1} figure files in {files[1].parent}",
+        highlight=False,
+    )
+
+
+@app.command()
+@user_errors
 def tune(
-    num_perm: Annotated[int, typer.Option(help="Signature length to tune for.")] = 128,
+    num_perm: Annotated[
+        int | None,
+        typer.Option(
+            help="Signature length to tune for. Default: the index's with --db, else 128.",
+            show_default=False,
+        ),
+    ] = None,
     threshold: Annotated[
         float | None,
         typer.Option(help="One threshold t: P(t) >= --recall, fewest candidates at t/2."),
@@ -637,8 +702,23 @@ def tune(
     show: Annotated[
         int, typer.Option(help="List this many of the bandings that meet the targets.")
     ] = 10,
+    db: Annotated[
+        str | None,
+        typer.Option(
+            "--db",
+            help="Also estimate the candidate pairs each listed banding would make on this "
+            "index's documents, from a sample of stored signatures (SIMINDEX_DATABASE_URL is "
+            "not read here: tune stays offline unless asked).",
+            show_default=False,
+        ),
+    ] = None,
+    sample: Annotated[
+        int, typer.Option(help="With --db: documents sampled for the estimate.")
+    ] = 5000,
+    seed: Annotated[int, typer.Option(help="With --db: seed of the sample.")] = 0,
 ) -> None:
     """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
+    num_perm = _tune_num_perm(db, num_perm)
     targets = (low, p_low, high, p_high)
     if threshold is not None and any(t is not None for t in targets):
         raise ParameterError("give --threshold, or --low --p-low --high --p-high, not both")
@@ -649,6 +729,12 @@ def tune(
     else:
         raise ParameterError("give --threshold, or all four of --low --p-low --high --p-high")
     chosen = result.chosen
+    listed = [(b.bands, b.rows) for b in result.feasible[:show]]
+    estimates, active = (
+        _candidate_estimates(db, [*listed, (chosen.bands, chosen.rows)], sample, seed)
+        if db is not None
+        else ({}, None)
+    )
     goal_low = "(ranking only)" if threshold is not None else f"<= {result.p_low:g}"
     out.print(
         f"targets: P({result.s_low:g}) {goal_low}, P({result.s_high:g}) >= {result.p_high:g}, num_perm {num_perm}",
@@ -664,6 +750,8 @@ def tune(
         title=f"{len(result.feasible)} banding(s) meet the targets"
         + (f"; the best {show}" if len(result.feasible) > show else ""),
     )
+    if estimates:
+        table.add_column("candidate pairs on the index")
     for b in result.feasible[:show]:
         table.add_row(
             str(b.bands),
@@ -672,6 +760,7 @@ def tune(
             f"{b.p_at_low:.4g}",
             f"{b.p_at_high:.6g}",
             f"{lsh.approx_threshold(b.bands, b.rows):.3f}",
+            *([_estimate_text(estimates[(b.bands, b.rows)])] if estimates else []),
         )
     if result.feasible:
         out.print(table)
@@ -697,6 +786,49 @@ def tune(
         ),
         highlight=False,
     )
+    if active is not None:
+        now = estimates[active]
+        out.print(
+            f"candidate pairs (pairs sharing a band key) on the {now.documents:,} documents of "
+            f"the index, estimated from {now.sample:,} sampled (seed {seed}):\n"
+            f"  chosen {chosen.bands} x {chosen.rows}: "
+            f"{_estimate_text(estimates[(chosen.bands, chosen.rows)])}\n"
+            f"  active {active[0]} x {active[1]}: {_estimate_text(now)}",
+            highlight=False,
+        )
+
+
+def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
+    """The signature length to tune for: the index's with --db, else --num-perm or 128."""
+    if db is None:
+        return 128 if num_perm is None else num_perm
+    with Index.open(db) as index:
+        own = index.spec.num_perm
+    if num_perm is not None and num_perm != own:
+        raise ParameterError(
+            f"--num-perm {num_perm} differs from the index's {own}; drop --num-perm to tune "
+            "for the index (re-banding can't change the signature length)"
+        )
+    return own
+
+
+def _candidate_estimates(
+    db: str, bandings: list[tuple[int, int]], sample: int, seed: int
+) -> tuple[dict[tuple[int, int], CandidateEstimate], tuple[int, int]]:
+    """Candidate-pair estimates for the bandings and the index's active one (also returned)."""
+    with Index.open(db) as index:
+        banding = next(b for b in index.bandings() if b["is_active"])
+        active = (banding["bands"], banding["rows"])
+        wanted = list(dict.fromkeys([*bandings, active]))
+        found = index.estimate_candidates(wanted, sample=sample, seed=seed)
+    return {(e.bands, e.rows): e for e in found}, active
+
+
+def _estimate_text(estimate: CandidateEstimate) -> str:
+    """~estimate (rough 95% range), or the exact count when every document was sampled."""
+    if estimate.sample == estimate.documents:
+        return f"{estimate.estimate:,.0f} (exact)"
+    return f"~{estimate.estimate:,.0f} ({estimate.low:,.0f}-{estimate.high:,.0f})"
 
 
 @db_app.command()
@@ -744,6 +876,47 @@ def _describe_index(index: Index) -> None:
         f"{index.threshold} becomes a candidate with probability {p:.4f}",
         highlight=False,
     )
+
+
+def _print_evaluation(result: Evaluation) -> None:
+    """Summary on stderr, the table of similarity bins on stdout."""
+    exact, estimate = result.verification("exact"), result.verification("estimate")
+    error = result.estimate_error()
+    t = f"{result.threshold:g}"
+    err.print(
+        f"Evaluated {result.sampled:,} of {result.documents:,} documents (seed {result.seed}): "
+        f"banding {result.bands} x {result.rows}, threshold {t}\n"
+        f"exact pairs >= {result.floor:g}: {result.pair_similarity.size:,} (>= {t}: "
+        f"{result.exact_pairs_at_threshold:,}); candidate pairs: {result.candidate_similarity.size:,}\n"
+        f"candidate recall at {t}: {_share(result.candidate_recall)} (the S-curve predicts "
+        f"{_share(result.predicted_recall)})\n"
+        f"verified by exact Jaccard: recall {_share(exact['recall'])}, precision "
+        f"{_share(exact['precision'])} ({exact['pairs']:,} pairs)\n"
+        f"verified by the estimate alone: recall {_share(estimate['recall'])}, precision "
+        f"{_share(estimate['precision'])} ({estimate['pairs']:,} pairs)\n"
+        f"estimate - exact over {error['pairs']:,} pairs >= {result.floor:g}: mean "
+        f"{_share(error['mean'], '+.4f')}, std {_share(error['std'])} (theory "
+        f"{_share(error['theoretical_std'])})",
+        highlight=False,
+    )
+    table = Table(
+        "exact similarity", "pairs", "candidates", "candidate rate", "predicted", "95% interval"
+    )
+    for b in result.bins:
+        interval = "-" if b.interval is None else f"{b.interval[0]:.3f}-{b.interval[1]:.3f}"
+        table.add_row(
+            f"{b.low:.2f}-{b.high:.2f}",
+            f"{b.pairs:,}",
+            f"{b.candidates:,}",
+            _share(b.rate),
+            _share(b.predicted),
+            interval,
+        )
+    out.print(table)
+
+
+def _share(value: float | None, spec: str = ".4f") -> str:
+    return "-" if value is None else format(value, spec)
 
 
 def _print_matches(matches: list[Match], as_json: bool) -> None:

@@ -10,6 +10,7 @@ Each call is one database transaction: it happens completely or not at all.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -37,6 +38,8 @@ from simindex.errors import (
     ParameterError,
     SimindexError,
 )
+from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
+from simindex.evaluate import evaluate as evaluate_sample
 from simindex.minhash import pack, signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.shingle import content_hash, normalize, shingle_sets
@@ -46,6 +49,9 @@ from simindex.verify import Profiles, compare
 
 DEFAULT_BATCH_SIZE = 5_000
 DEFAULT_THRESHOLD = 0.8
+# Documents evaluate compares all pairs of: pairs grow with its square, and the exact join
+# takes seconds at this size.
+DEFAULT_SAMPLE = 10_000
 
 OnDuplicate = Literal["fail", "skip"]
 
@@ -142,7 +148,7 @@ class Index:
     @classmethod
     def create(
         cls,
-        url: str | None = None,
+        url: str | os.PathLike[str] | None = None,
         spec: SignatureSpec | None = None,
         *,
         threshold: float = DEFAULT_THRESHOLD,
@@ -189,7 +195,7 @@ class Index:
         return cls(store, settings)
 
     @classmethod
-    def open(cls, url: str | None = None) -> Index:
+    def open(cls, url: str | os.PathLike[str] | None = None) -> Index:
         """Open an existing index; refuses a database whose schema is not this version's."""
         store = _connect(url)
         with _database_errors(store), store.read() as connection:
@@ -207,7 +213,9 @@ class Index:
         return cls(store, settings)
 
     @classmethod
-    def open_or_create(cls, url: str | None = None, **create_options: Any) -> tuple[Index, bool]:
+    def open_or_create(
+        cls, url: str | os.PathLike[str] | None = None, **create_options: Any
+    ) -> tuple[Index, bool]:
         """Open the index at ``url``, creating it (with ``create_options``) if the database
         has none. Returns (index, created)."""
         store = _connect(url)
@@ -775,6 +783,54 @@ class Index:
                 "largest_buckets": self._store.largest_buckets(connection, active["id"], largest),
             }
 
+    # -- evaluation ------------------------------------------------------------------------
+
+    def evaluate(
+        self, *, sample: int = DEFAULT_SAMPLE, floor: float = 0.5, seed: int = 0
+    ) -> Evaluation:
+        """How good the results are: recall of the active banding, recall and precision of
+        verification at the index threshold, and the estimate's error, against the exact
+        Jaccard of all pairs >= ``floor`` among ``sample`` random documents (all of them
+        when the index holds fewer). Needs stored text. See docs/evaluation.md."""
+        if sample < 2:
+            raise ParameterError(f"sample must be at least 2 documents, got {sample}")
+        with self._transaction() as connection:
+            active = self._active_banding(connection)
+            documents = self._store.document_count(connection)
+            ids = self._store.sample_document_ids(connection, sample, seed)
+            profiles, names = self._profiles(connection, ids)
+        return evaluate_sample(
+            profiles,
+            names,
+            documents=documents,
+            bands=active["bands"],
+            rows=active["rows"],
+            threshold=self.threshold,
+            floor=floor,
+            seed=seed,
+        )
+
+    def estimate_candidates(
+        self, bandings: list[tuple[int, int]], *, sample: int = 5000, seed: int = 0
+    ) -> list[CandidateEstimate]:
+        """How many candidate pairs each (bands, rows) would make on this index's documents,
+        from the stored signatures of ``sample`` random documents (see
+        simindex.evaluate.estimate_candidates): the cost of recall, before re-banding."""
+        if sample < 2:
+            raise ParameterError(f"sample must be at least 2 documents, got {sample}")
+        for bands, rows in bandings:
+            lsh.check_banding(bands, rows, self.spec.num_perm)
+        with self._transaction() as connection:
+            documents = self._store.document_count(connection)
+            ids = self._store.sample_document_ids(connection, sample, seed)
+            blobs = self._store.signatures_of(connection, ids)
+        if ids.size < 2:
+            raise SimindexError(
+                f"the index holds {documents} document(s): too few to estimate candidates"
+            )
+        sigs = unpack([blobs[int(i)] for i in ids], self.spec.num_perm)
+        return estimate_candidates(sigs, documents, bandings)
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _active_banding(self, connection: Connection) -> dict[str, Any]:
@@ -850,7 +906,7 @@ def _matches(
     return sorted(matches, key=lambda m: (-m.similarity, m.external_id))
 
 
-def _connect(url: str | None) -> Store:
+def _connect(url: str | os.PathLike[str] | None) -> Store:
     return Store(create_engine(database_url(url)))
 
 

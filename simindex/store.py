@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -37,11 +38,12 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
 
 
-def database_url(url: str | None) -> str:
+def database_url(url: str | os.PathLike[str] | None) -> str:
     """The SQLAlchemy URL for what the user typed: nothing (the local SQLite file), a file
     path (SQLite), or a postgresql:// URL (driven by psycopg 3)."""
     if not url:
         return DEFAULT_URL
+    url = os.fspath(url)
     if "://" not in url:
         return f"sqlite:///{url}"
     scheme, rest = url.split("://", 1)
@@ -243,6 +245,17 @@ class Store:
 
     def document_count(self, connection: Connection) -> int:
         return connection.scalar(select(func.count()).select_from(documents))
+
+    def sample_document_ids(self, connection: Connection, size: int, seed: int) -> np.ndarray:
+        """A uniform random sample of ``size`` document ids (all of them when there are no
+        more), sorted. Drawn by numpy from the sorted ids, so a seed names the same sample
+        on both backends (SQL's random() can't be seeded on SQLite)."""
+        ids = np.fromiter(
+            connection.scalars(select(documents.c.id).order_by(documents.c.id)), dtype=np.int64
+        )
+        if ids.size <= size:
+            return ids
+        return np.sort(np.random.default_rng(seed).choice(ids, size, replace=False))
 
     def signatures_of(self, connection: Connection, ids: np.ndarray) -> dict[int, bytes]:
         found: dict[int, bytes] = {}
