@@ -12,7 +12,8 @@ import itertools
 import json
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -965,23 +966,14 @@ class _ErrorLog:
             )
 
 
-class _progress:
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int], None]]:
     """A rich progress display on stderr counting documents; yields ``advance(n)``."""
-
-    def __init__(self, label: str):
-        self._progress = Progress(
-            SpinnerColumn(),
-            TextColumn(f"{label} {{task.completed:,}} documents"),
-            TimeElapsedColumn(),
-            console=err,
-            transient=True,
-        )
-
-    def __enter__(self) -> Callable[[int], None]:
-        self._progress.__enter__()
-        task = self._progress.add_task(label := "docs", total=None)
-        del label
-        return lambda n: self._progress.advance(task, n)
-
-    def __exit__(self, *exc_info: Any) -> None:
-        self._progress.__exit__(*exc_info)
+    columns = (
+        SpinnerColumn(),
+        TextColumn(f"{label} {{task.completed:,}} documents"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, console=err, transient=True) as progress:
+        task = progress.add_task(label, total=None)
+        yield lambda n: progress.advance(task, n)
