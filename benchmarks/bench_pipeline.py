@@ -60,14 +60,18 @@ RESULTS = REPO / "benchmarks" / "RESULTS.md"
 DEFAULT_PG = "postgresql://postgres@127.0.0.1:5432/test"
 TOOLS = ["simindex-pg", "simindex-sqlite", "datasketch", "rensa"]
 
-GENERATOR_VERSION = 1  # bump when the corpus generator changes (it names the cache files)
+GENERATOR_VERSION = 2  # bump when the corpus generator changes (it names the cache files)
 DUPLICATE_RATE = 0.15  # share of generated documents that are edited copies
 NEW_STORY_REPLACE = 0.30  # share of words a "new" story replaces with random words
+SYNTHETIC_WORDS = 1_000_000  # size of the random-word vocabulary
 QUERIES = 200
 WARMUP_QUERIES = 5
 THRESHOLD = 0.8
 K = 5  # shingle length (simindex's default SignatureSpec)
 BATCH = 5_000
+DISTURBED = 0.2  # cores used by other processes during a step that make its timing suspect
+# Steps that leave the databases as they found them, so a disturbed one can be run again.
+REPEATABLE = {"corpus", "truth", "find_pairs", "export", "query", "datasketch", "rensa"}
 PAIR_SHIFT = 31  # a pair (a, b) is packed as a << 31 | b
 
 
@@ -117,18 +121,31 @@ class Editor:
         self.stories = [split_sentences(t) for t in texts]
         self.pool = [s for story in self.stories for s in story]
         self.vocab = sorted({w for t in texts for w in t.split() if w.isalpha()})
+        # Seeded random words for "new" stories: 3-10 random letters, from a vocabulary
+        # large enough that a new story's 5-grams are not all shared with its ~N/21,577
+        # siblings (stories made from the same Reuters story), as they would be with
+        # Reuters words only (then the exact ground truth cost grew ~N**2: 755 s and
+        # 9.5 GiB at 100k documents).
+        lengths = rng.integers(3, 11, size=SYNTHETIC_WORDS)
+        letters = (rng.integers(0, 26, size=int(lengths.sum())) + ord("a")).astype(np.uint8)
+        joined = letters.tobytes().decode("ascii")
+        ends = np.cumsum(lengths).tolist()
+        self.synthetic = [joined[e - n : e] for e, n in zip(ends, lengths.tolist(), strict=True)]
 
     def word(self) -> str:
+        """A random Reuters word (for edits of a copy)."""
         return self.vocab[int(self.rng.integers(len(self.vocab)))]
 
     def new_story(self) -> str:
-        """A Reuters story, sentences shuffled, NEW_STORY_REPLACE of its words replaced."""
+        """A Reuters story, sentences shuffled, NEW_STORY_REPLACE of its words replaced by
+        random synthetic words."""
         rng = self.rng
         story = self.stories[int(rng.integers(len(self.stories)))]
         words = " ".join(story[i] for i in rng.permutation(len(story))).split()
         replace = np.flatnonzero(rng.random(len(words)) < NEW_STORY_REPLACE)
-        for i, v in zip(replace, rng.integers(len(self.vocab), size=replace.size), strict=True):
-            words[i] = self.vocab[v]
+        picks = rng.integers(len(self.synthetic), size=replace.size)
+        for i, v in zip(replace.tolist(), picks.tolist(), strict=True):
+            words[i] = self.synthetic[v]
         return " ".join(words)
 
     def edited_copy(self, text: str) -> str:
@@ -169,8 +186,13 @@ def step_corpus(name: str, seed: int) -> dict:
         for i in range(int(name[len("gen") :])):
             if i and editor.rng.random() < DUPLICATE_RATE:
                 source = int(editor.rng.integers(i))
-                docs.append({"id": str(i), "text": editor.edited_copy(docs[source]["text"]),
-                             "dup_of": source})  # fmt: skip
+                docs.append(
+                    {
+                        "id": str(i),
+                        "text": editor.edited_copy(docs[source]["text"]),
+                        "dup_of": source,
+                    }
+                )
             else:
                 docs.append({"id": str(i), "text": editor.new_story()})
     DATA.mkdir(parents=True, exist_ok=True)
@@ -236,7 +258,10 @@ def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
 
     started = time.perf_counter()
     spec = SignatureSpec()
-    parts = [shingle_sets([normalize(t) for _, t in b], spec) for b in batched(iter_corpus(Path(corpus)), 20_000)]  # fmt: skip
+    parts = [
+        shingle_sets([normalize(t) for _, t in b], spec)
+        for b in batched(iter_corpus(Path(corpus)), 20_000)
+    ]
     hashes = np.concatenate([p.hashes for p in parts])
     counts = np.concatenate([p.counts for p in parts])
     del parts
@@ -247,8 +272,10 @@ def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
         windows = [np.arange(counts.size)]
     else:
         size_class = np.floor(np.log(counts) / np.log(1 / THRESHOLD) + 1e-9).astype(np.int64)
-        windows = [np.flatnonzero((size_class == c) | (size_class == c + 1))
-                   for c in range(int(size_class.max()) + 1)]  # fmt: skip
+        windows = [
+            np.flatnonzero((size_class == c) | (size_class == c + 1))
+            for c in range(int(size_class.max()) + 1)
+        ]
         windows = [w for w in windows if w.size > 1]
     found = []
     for rows in windows:
@@ -261,7 +288,7 @@ def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
 
     jaccard = exact_jaccard(ShingleSets(hashes, offsets), a, b)
     np.savez(out, a=a, b=b, jaccard=jaccard)
-    return {
+    stats = {
         "pairs": int(a.size),
         "pairs_085": int((jaccard >= 0.85).sum()),
         "shingles": int(hashes.size),
@@ -269,7 +296,10 @@ def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
         "largest_window_shingles": int(max(counts[w].sum() for w in windows)),
         "shingle_seconds": shingled,
         "seconds": time.perf_counter() - started,
+        "peak_rss_mib": maxrss_mib(),
     }
+    Path(out).with_suffix(".json").write_text(json.dumps(stats))  # for later runs' reports
+    return stats
 
 
 # -- simindex steps (run in a child process) ------------------------------------------------
@@ -415,8 +445,13 @@ def step_datasketch(corpus: str, out_candidates: str, out_pairs: str) -> dict:
     total = time.perf_counter() - started
     np.save(out_candidates, packed)
     np.save(out_pairs, kept)
-    return {"docs": len(minhashes), "seconds": total, "candidates": int(packed.size),
-            "pairs": int(kept.size), **{f"{k}_seconds": v for k, v in times.items()}}  # fmt: skip
+    return {
+        "docs": len(minhashes),
+        "seconds": total,
+        "candidates": int(packed.size),
+        "pairs": int(kept.size),
+        **{f"{k}_seconds": v for k, v in times.items()},
+    }
 
 
 def step_rensa(corpus: str, out_candidates: str, out_pairs: str) -> dict:
@@ -438,7 +473,12 @@ def step_rensa(corpus: str, out_candidates: str, out_pairs: str) -> dict:
         times["insert"] += time.perf_counter() - t1
         minhashes.extend(ms)
     t0 = time.perf_counter()
-    found = [(i << PAIR_SHIFT) | j for i, keys in enumerate(lsh.query_all(minhashes)) for j in keys if j > i]  # fmt: skip
+    found = [
+        (i << PAIR_SHIFT) | j
+        for i, keys in enumerate(lsh.query_all(minhashes))
+        for j in keys
+        if j > i
+    ]
     packed = np.unique(np.array(found, dtype=np.int64))
     t1 = time.perf_counter()
     sigs = np.array([m.digest() for m in minhashes], dtype=np.uint32)
@@ -447,8 +487,13 @@ def step_rensa(corpus: str, out_candidates: str, out_pairs: str) -> dict:
     total = time.perf_counter() - started
     np.save(out_candidates, packed)
     np.save(out_pairs, kept)
-    return {"docs": len(minhashes), "seconds": total, "candidates": int(packed.size),
-            "pairs": int(kept.size), **{f"{k}_seconds": v for k, v in times.items()}}  # fmt: skip
+    return {
+        "docs": len(minhashes),
+        "seconds": total,
+        "candidates": int(packed.size),
+        "pairs": int(kept.size),
+        **{f"{k}_seconds": v for k, v in times.items()},
+    }
 
 
 STEPS = {
@@ -488,35 +533,102 @@ def child_main(step: str, params_json: str, out: str) -> None:
 # -- the parent: orchestration --------------------------------------------------------------
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """(busy CPU ticks of the whole machine, CPU ticks of PostgreSQL's processes), where the
+    latter includes exited backends (the postmaster's cutime/cstime)."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[:8])
+    busy = user + nice + system + irq + softirq + steal
+    postgres = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :]
+        if name.startswith("postgres"):
+            values = rest.split()  # fields 3.. of proc(5): utime is [11], cutime [13]
+            postgres += sum(int(v) for v in values[11:15])
+    return busy, postgres
+
+
+def own_ticks() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (usage.ru_utime + usage.ru_stime) * os.sysconf("SC_CLK_TCK")
+
+
+def foreign_cores(seconds: float = 2.0) -> float:
+    """CPU cores used by processes other than this benchmark and PostgreSQL, over a while."""
+    busy0, pg0 = cpu_ticks()
+    time.sleep(seconds)
+    busy1, pg1 = cpu_ticks()
+    return max(0.0, (busy1 - busy0) - (pg1 - pg0)) / os.sysconf("SC_CLK_TCK") / seconds
+
+
 class Runner:
-    def __init__(self, timeout: float, profile_dir: Path | None):
+    def __init__(self, timeout: float, profile_dir: Path | None, wait_idle: float):
         self.timeout = timeout
         self.profile_dir = profile_dir
+        self.wait_idle = wait_idle
+
+    def wait_until_idle(self) -> float:
+        """Wait (up to wait_idle seconds) until other processes use < DISTURBED cores; returns
+        the last measurement."""
+        deadline = time.monotonic() + self.wait_idle
+        load = foreign_cores(1.0)
+        while load >= DISTURBED and time.monotonic() < deadline:
+            print(f"(waiting: other processes use {load:.1f} cores)", end=" ", flush=True)
+            time.sleep(10)
+            load = foreign_cores(2.0)
+        return load
 
     def run(self, step: str, label: str = "", profile: bool = False, **params) -> dict:
-        """Run a step in a fresh subprocess; returns its result, or {"error": ...}."""
-        out = DATA / f".step_{os.getpid()}.json"
-        out.unlink(missing_ok=True)
+        """Run a step in a fresh subprocess; returns its result, or {"error": ...}.
+
+        The result also says how much CPU other processes (not this step, not PostgreSQL)
+        used meanwhile: ``foreign_cores``, in cores, averaged over the step. A step that can
+        be repeated (REPEATABLE) is, up to twice, when that was DISTURBED or more."""
         if profile and self.profile_dir:
             params["profile"] = str(self.profile_dir / f"{label or step}.txt")
-        command = [sys.executable, __file__, "--run-step", step, json.dumps(params), str(out)]
-        started = time.perf_counter()
         print(f"  {label or step} ...", end=" ", flush=True)
+        for attempt in range(1, 4):
+            result = self._attempt(step, params)
+            result["attempts"] = attempt
+            disturbed = result.get("foreign_cores", 0) >= DISTURBED
+            if "error" in result or not disturbed or step not in REPEATABLE or attempt == 3:
+                break
+            print(f"(disturbed: {result['foreign_cores']:.2f} cores; again)", end=" ", flush=True)
+        shown = {k: v for k, v in result.items() if not isinstance(v, list)}
+        print(
+            ", ".join(
+                f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()
+            )
+        )
+        return result
+
+    def _attempt(self, step: str, params: dict) -> dict:
+        out = DATA / f".step_{os.getpid()}.json"
+        out.unlink(missing_ok=True)
+        command = [sys.executable, __file__, "--run-step", step, json.dumps(params), str(out)]
+        idle_before = self.wait_until_idle() if self.wait_idle else None
+        (busy0, pg0), own0 = cpu_ticks(), own_ticks()
+        started = time.perf_counter()
         try:
             proc = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            print(f"timed out after {self.timeout:.0f} s")
             return {"error": f"timed out after {self.timeout:.0f} s"}
         wall = time.perf_counter() - started
+        (busy1, pg1), own1 = cpu_ticks(), own_ticks()
         if proc.returncode != 0 or not out.exists():
             tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-            print(f"FAILED: {tail[0]}")
             return {"error": tail[0]}
         result = json.loads(out.read_text())
         out.unlink()
         result["process_seconds"] = wall
-        shown = {k: v for k, v in result.items() if not isinstance(v, list)}
-        print(", ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in shown.items()))
+        other = (busy1 - busy0) - (pg1 - pg0) - (own1 - own0)
+        result["foreign_cores"] = max(0.0, other / os.sysconf("SC_CLK_TCK") / wall)
+        if idle_before is not None:
+            result["foreign_cores_before"] = idle_before
         return result
 
 
@@ -563,17 +675,24 @@ def sqlite_size(path: Path) -> int:
     return sum(f.stat().st_size for f in sqlite_files(path) if f.exists())
 
 
-def bench_simindex(runner: Runner, backend: str, name: str, corpus: Path, queries: Path,
-                   admin_url: str, keep: bool) -> dict:  # fmt: skip
+def bench_simindex(
+    runner: Runner, backend: str, name: str, corpus: Path, queries: Path, admin_url: str, keep: bool
+) -> dict:
     """Ingest (text kept), find_pairs, export, size, query, reband; ingest without text."""
     tag = f"{name}_{backend}"
     pairs_file = DATA / f"{tag}_exported.npy"
     if backend == "pg":
         text_db, plain_db = f"bench_pipeline_{name}_text", f"bench_pipeline_{name}_notext"
-        url, plain_url = fresh_pg_database(admin_url, text_db), fresh_pg_database(admin_url, plain_db)
+        url, plain_url = (
+            fresh_pg_database(admin_url, text_db),
+            fresh_pg_database(admin_url, plain_db),
+        )
         size = lambda which: pg_size(admin_url, which)  # noqa: E731
     else:
-        text_db, plain_db = Path(f"/tmp/bench_pipeline_{name}_text.db"), Path(f"/tmp/bench_pipeline_{name}_notext.db")  # fmt: skip
+        text_db, plain_db = (
+            Path(f"/tmp/bench_pipeline_{name}_text.db"),
+            Path(f"/tmp/bench_pipeline_{name}_notext.db"),
+        )
         url, plain_url = fresh_sqlite(text_db), fresh_sqlite(plain_db)
         size = sqlite_size
     r: dict = {}
@@ -585,8 +704,14 @@ def bench_simindex(runner: Runner, backend: str, name: str, corpus: Path, querie
         r["db_bytes"] = size(text_db)
         r["query"] = run("query", url=url, queries=str(queries))
         r["reband"] = run("reband", url=url)
-    r["ingest_notext"] = runner.run("ingest", label=f"{tag}_ingest_notext", profile=True,
-                                    url=plain_url, corpus=str(corpus), keep_text=False)  # fmt: skip
+    r["ingest_notext"] = runner.run(
+        "ingest",
+        label=f"{tag}_ingest_notext",
+        profile=True,
+        url=plain_url,
+        corpus=str(corpus),
+        keep_text=False,
+    )
     if "error" not in r["ingest_notext"]:
         r["db_bytes_notext"] = size(plain_db)
     steps = [r.get(s, {"error": "not run"}) for s in ("ingest", "find_pairs", "export")]
@@ -621,24 +746,39 @@ def recall(found_file: str | Path, truth: dict) -> dict:
 
 def bench_corpus(runner: Runner, size: str, args) -> dict:
     name = corpus_name(size)
-    path, qpath, tpath = corpus_path(name, args.seed), queries_path(name, args.seed), truth_path(name, args.seed)  # fmt: skip
+    path, qpath, tpath = (
+        corpus_path(name, args.seed),
+        queries_path(name, args.seed),
+        truth_path(name, args.seed),
+    )
     print(f"\n== corpus {name} ==")
     res: dict = {"name": name, "corpus_file": str(path.relative_to(REPO))}
     res["corpus"] = runner.run("corpus", label=f"{name}_corpus", name=name, seed=args.seed)
     if "error" in res["corpus"]:
         return res
     if tpath.exists():
-        res["truth"] = {"cached": True}
+        sidecar = tpath.with_suffix(".json")
+        res["truth"] = {
+            "cached": True,
+            **(json.loads(sidecar.read_text()) if sidecar.exists() else {}),
+        }
     else:
-        res["truth"] = runner.run("truth", label=f"{name}_truth", corpus=str(path), out=str(tpath))
+        res["truth"] = runner.run(
+            "truth",
+            label=f"{name}_truth",
+            corpus=str(path),
+            out=str(tpath),
+            max_shingles=args.truth_max_shingles,
+        )
     truth = None
     if tpath.exists():
         t = np.load(tpath)
         truth = {"packed": pack_pairs(t["a"], t["b"]), "jaccard": t["jaccard"]}
         order = np.argsort(truth["packed"])
         truth = {k: v[order] for k, v in truth.items()}
-        res["truth"].update(pairs=int(truth["packed"].size),
-                            pairs_085=int((truth["jaccard"] >= 0.85).sum()))  # fmt: skip
+        res["truth"].update(
+            pairs=int(truth["packed"].size), pairs_085=int((truth["jaccard"] >= 0.85).sum())
+        )
     docs = res["corpus"]["docs"]
     for tool in TOOLS:
         if args.only and tool not in args.only:
@@ -655,16 +795,23 @@ def bench_corpus(runner: Runner, size: str, args) -> dict:
                 r["recall"] = recall(r["exported"], truth)
         else:
             cands, found = DATA / f"{name}_{tool}_candidates.npy", DATA / f"{name}_{tool}_pairs.npy"
-            r = runner.run(tool, label=f"{name}_{tool}", corpus=str(path),
-                           out_candidates=str(cands), out_pairs=str(found))  # fmt: skip
+            r = runner.run(
+                tool,
+                label=f"{name}_{tool}",
+                corpus=str(path),
+                out_candidates=str(cands),
+                out_pairs=str(found),
+            )
             if truth is not None and "error" not in r:
                 r["recall_candidates"] = recall(cands, truth)
                 r["recall"] = recall(found, truth)
         res[tool] = r
         if "recall" in r:
             rc = r["recall"]
-            print(f"    recall >= 0.8: {rc['recall_080']:.4%} ({rc['missed_080']} missed), "
-                  f">= 0.85: {rc['recall_085']:.4%}; not in truth: {rc['not_in_truth']}")  # fmt: skip
+            print(
+                f"    recall >= 0.8: {rc['recall_080']:.4%} ({rc['missed_080']} missed), "
+                f">= 0.85: {rc['recall_085']:.4%}; not in truth: {rc['not_in_truth']}"
+            )
     return res
 
 
@@ -683,14 +830,24 @@ def machine_info(admin_url: str) -> dict:
         "cpu": model,
         "ram_gib": int(meminfo[meminfo.index("MemTotal:") + 1]) / 2**20,
         "versions": f"Python {platform.python_version()}, "
-        + ", ".join(f"{p} {version(p)}" for p in
-                    ["simindex", "numpy", "numba", "sqlalchemy", "psycopg", "datasketch", "rensa"]),  # fmt: skip
+        + ", ".join(
+            f"{p} {version(p)}"
+            for p in ["simindex", "numpy", "numba", "sqlalchemy", "psycopg", "datasketch", "rensa"]
+        ),
     }
     try:
         with pg_admin(admin_url) as conn:
-            show = {s: conn.execute(f"SHOW {s}").fetchone()[0] for s in
-                    ("server_version", "shared_buffers", "work_mem", "maintenance_work_mem",
-                     "synchronous_commit", "max_wal_size")}  # fmt: skip
+            show = {
+                s: conn.execute(f"SHOW {s}").fetchone()[0]
+                for s in (
+                    "server_version",
+                    "shared_buffers",
+                    "work_mem",
+                    "maintenance_work_mem",
+                    "synchronous_commit",
+                    "max_wal_size",
+                )
+            }
         info["postgres"] = ", ".join(f"{k} {v}" for k, v in show.items())
     except Exception as exc:  # reported, not fatal: SQLite still runs
         info["postgres"] = f"unavailable ({type(exc).__name__})"
@@ -700,85 +857,203 @@ def machine_info(admin_url: str) -> dict:
     return info
 
 
-def fmt_s(x: float | None) -> str:
-    return "—" if x is None else f"{x:,.1f} s" if x >= 10 else f"{x:,.2f} s"
+def fmt_s(x: float) -> str:
+    return f"{x:,.1f} s" if x >= 10 else f"{x:,.2f} s"
 
 
-def fmt_mib(x: float | None) -> str:
-    return "—" if x is None else f"{x:,.0f} MiB"
+def fmt_pct(x: float) -> str:
+    return "—" if x != x else f"{100 * x:.3f}%"
 
 
-def fmt_pct(x: float | None) -> str:
-    return "—" if x is None or x != x else f"{100 * x:.2f}%"
+def peak_rss(tool_result: dict) -> float | None:
+    """The largest peak RSS among a tool's steps (MiB)."""
+    return max((r["peak_rss_mib"] for _, r in step_results(tool_result)), default=None)
 
 
-def cell(r: dict | None, fmt) -> str:
-    """fmt(r) unless the step is missing, failed, or skipped."""
-    if r is None:
+def step_results(node, path=""):
+    """(label, result) of every step result (a dict with peak_rss_mib) inside ``node``."""
+    if isinstance(node, dict):
+        if "peak_rss_mib" in node:
+            yield path, node
+        for key, value in node.items():
+            yield from step_results(value, f"{path}/{key}" if path else key)
+
+
+def show(result: dict | None, fmt) -> str:
+    """fmt(result), unless the step was not run, failed or was skipped."""
+    if result is None:
         return "not run"
-    if "skipped" in r:
+    if "skipped" in result:
         return "skipped"
-    if "error" in r:
-        return f"failed: {r['error'][:60]}"
-    return fmt(r)
+    if "error" in result:
+        return f"failed: {result['error'][:60]}"
+    try:
+        text = fmt(result)
+    except KeyError:
+        return "—"
+    return text + " †" if result.get("foreign_cores", 0) >= DISTURBED else text
 
 
-def simindex_rows(res: dict, docs: int) -> dict[str, list[str]]:
-    """Rows of the per-corpus table for the simindex columns (PG, SQLite)."""
-    rows: dict[str, list[str]] = {}
-    for tool in ("simindex-pg", "simindex-sqlite"):
-        r = res.get(tool)
-        g = (lambda step, r=r: None if r is None else r.get(step, {"error": "not run"}))
-        add = lambda key, text: rows.setdefault(key, []).append(text)  # noqa: E731
-        add("ingest, text kept", cell(g("ingest"), lambda s: f"{fmt_s(s['seconds'])} ({s['docs'] / s['seconds']:,.0f} docs/s), {fmt_mib(s['peak_rss_mib'])}"))
-        add("ingest, keep_text=False", cell(g("ingest_notext"), lambda s: f"{fmt_s(s['seconds'])} ({s['docs'] / s['seconds']:,.0f} docs/s), {fmt_mib(s['peak_rss_mib'])}"))
-        add("candidates + verification at 0.8", cell(g("find_pairs"), lambda s: f"{fmt_s(s['seconds'])}: {s['candidates']:,} candidates → {s['pairs']:,} pairs (exact J), {fmt_mib(s['peak_rss_mib'])}"))
-        add("export (iterate pairs)", cell(g("export"), lambda s: f"{fmt_s(s['seconds'])} ({s['pairs']:,} pairs), {fmt_mib(s['peak_rss_mib'])}"))
-        add("**end to end** (ingest + pairs + export)", "—" if r is None or "end_to_end_seconds" not in r else f"**{fmt_s(r['end_to_end_seconds'])}**")
-        add("peak RSS (largest step)", "—" if r is None else fmt_mib(max((v["peak_rss_mib"] for v in r.values() if isinstance(v, dict) and "peak_rss_mib" in v), default=None)))
-        add("recall, exact J ≥ 0.8 / ≥ 0.85", "—" if r is None or "recall" not in r else f"{fmt_pct(r['recall']['recall_080'])} / {fmt_pct(r['recall']['recall_085'])} ({r['recall']['missed_080']} missed; {r['recall']['not_in_truth']} false)")
-        add("point query p50 / p99 (200 new texts)", cell(g("query"), lambda s: f"{s['p50_ms']:.2f} / {s['p99_ms']:.2f} ms ({s['found_source']}/{s['queries']} find their source)"))
-        add("reband 42 x 3 / back to 20 x 5", cell(g("reband"), lambda s: f"{fmt_s(s['reband_seconds'])} / {fmt_s(s['back_seconds'])}"))
-        add("database size per document (text kept / not)", "—" if r is None or "db_bytes" not in r else f"{r['db_bytes'] / docs:,.0f} / {r.get('db_bytes_notext', float('nan')) / docs:,.0f} B ({r['db_bytes'] / 2**20:,.0f} / {r.get('db_bytes_notext', float('nan')) / 2**20:,.0f} MiB)")
-    return rows
+# Cell formatters. simindex ones get a step's result, or (marked "tool") the tool's results.
+def _ingest(s):
+    return f"{fmt_s(s['seconds'])} ({s['docs'] / s['seconds']:,.0f} docs/s), {s['peak_rss_mib']:,.0f} MiB"
 
 
-def memory_rows(res: dict) -> dict[str, list[str]]:
-    rows: dict[str, list[str]] = {}
-    for tool in ("datasketch", "rensa"):
-        r = res.get(tool)
-        add = lambda key, text: rows.setdefault(key, []).append(text)  # noqa: E731
-        add("ingest, text kept", cell(r, lambda s: f"shingles + MinHash {fmt_s(s['signatures_seconds'])} ({s['docs'] / s['signatures_seconds']:,.0f} docs/s), LSH insert {fmt_s(s['insert_seconds'])}"))
-        add("ingest, keep_text=False", "—")
-        add("candidates + verification at 0.8", cell(r, lambda s: f"query all {fmt_s(s['query_seconds'])}: {s['candidates']:,} candidates → {s['pairs']:,} pairs (estimate ≥ 0.8, {fmt_s(s['verify_seconds'])})"))
-        add("export (iterate pairs)", "— (in memory)")
-        add("**end to end** (ingest + pairs + export)", cell(r, lambda s: f"**{fmt_s(s['seconds'])}**"))
-        add("peak RSS (largest step)", cell(r, lambda s: fmt_mib(s["peak_rss_mib"])))
-        add("recall, exact J ≥ 0.8 / ≥ 0.85", cell(r, lambda s: f"{fmt_pct(s['recall']['recall_080'])} / {fmt_pct(s['recall']['recall_085'])} ({s['recall']['missed_080']} missed; {s['recall']['not_in_truth']} false); candidates {fmt_pct(s['recall_candidates']['recall_080'])}" if "recall" in s else "—"))
-        for key in ("point query p50 / p99 (200 new texts)", "reband 42 x 3 / back to 20 x 5", "database size per document (text kept / not)"):
-            add(key, "—")
-    return rows
+def _find_pairs(s):
+    return (
+        f"{fmt_s(s['seconds'])}: {s['candidates']:,} candidates → {s['pairs']:,} pairs "
+        f"(exact J), {s['peak_rss_mib']:,.0f} MiB"
+    )
+
+
+def _export(s):
+    return f"{fmt_s(s['seconds'])} ({s['pairs']:,} pairs), {s['peak_rss_mib']:,.0f} MiB"
+
+
+def _recall(r):
+    c = r["recall"]
+    return (
+        f"{fmt_pct(c['recall_080'])} / {fmt_pct(c['recall_085'])} "
+        f"({c['missed_080']:,} missed; {c['not_in_truth']:,} reported pairs have J < 0.8)"
+    )
+
+
+def _query(s):
+    return (
+        f"{s['p50_ms']:.2f} / {s['p99_ms']:.2f} ms "
+        f"({s['found_source']}/{s['queries']} find their source)"
+    )
+
+
+def _reband(s):
+    return f"{fmt_s(s['reband_seconds'])} / {fmt_s(s['back_seconds'])}"
+
+
+def _size(r, docs):
+    return (
+        f"{r['db_bytes'] / docs:,.0f} / {r['db_bytes_notext'] / docs:,.0f} B "
+        f"({r['db_bytes'] / 2**20:,.0f} / {r['db_bytes_notext'] / 2**20:,.0f} MiB)"
+    )
+
+
+def _mem_ingest(s):
+    return (
+        f"shingles + MinHash {fmt_s(s['signatures_seconds'])} "
+        f"({s['docs'] / s['signatures_seconds']:,.0f} docs/s), "
+        f"LSH insert {fmt_s(s['insert_seconds'])}"
+    )
+
+
+def _mem_pairs(s):
+    return (
+        f"query all {fmt_s(s['query_seconds'])}: {s['candidates']:,} candidates → "
+        f"{s['pairs']:,} pairs (estimate ≥ 0.8, {fmt_s(s['verify_seconds'])})"
+    )
+
+
+def _mem_recall(s):
+    return _recall(s) + f"; candidates {fmt_pct(s['recall_candidates']['recall_080'])}"
+
+
+def table_rows(res: dict, docs: int) -> list[list[str]]:
+    """The per-corpus table: one row per measure, one column per tool."""
+    pg, lite = res.get("simindex-pg"), res.get("simindex-sqlite")
+    mem = [res.get("datasketch"), res.get("rensa")]
+
+    def simindex(step_fmt=None, step=None, tool_fmt=None):
+        cells = []
+        for r in (pg, lite):
+            if r is None:
+                cells.append("not run")
+            elif step:
+                cells.append(show(r.get(step, {"error": "not run"}), step_fmt))
+            else:
+                cells.append(show(r, tool_fmt))
+        return cells
+
+    def memory(fmt=None):
+        return [show(r, fmt) if fmt else "—" for r in mem]
+
+    def end_to_end(r):
+        if "end_to_end_seconds" not in r:  # datasketch, rensa: one step
+            return f"**{fmt_s(r['seconds'])}**"
+        steps = [r[name] for name in ("ingest", "find_pairs", "export")]
+        mark = " †" if any(st.get("foreign_cores", 0) >= DISTURBED for st in steps) else ""
+        return f"**{fmt_s(r['end_to_end_seconds'])}**{mark}"
+
+    def rss(r):
+        return f"{peak_rss(r):,.0f} MiB"
+
+    return [
+        ["ingest, text kept", *simindex(_ingest, "ingest"), *memory(_mem_ingest)],
+        ["ingest, keep_text=False", *simindex(_ingest, "ingest_notext"), *memory()],
+        [
+            "candidates + verification at 0.8",
+            *simindex(_find_pairs, "find_pairs"),
+            *memory(_mem_pairs),
+        ],
+        [
+            "export (iterate `index.pairs()`)",
+            *simindex(_export, "export"),
+            "— (in memory)",
+            "— (in memory)",
+        ],
+        [
+            "**end to end** (ingest + pairs + export)",
+            *simindex(tool_fmt=end_to_end),
+            *memory(end_to_end),
+        ],
+        ["peak RSS (largest step)", *simindex(tool_fmt=rss), *memory(rss)],
+        ["recall of exact J ≥ 0.8 / ≥ 0.85", *simindex(tool_fmt=_recall), *memory(_mem_recall)],
+        ["point query p50 / p99 (200 new texts)", *simindex(_query, "query"), *memory()],
+        ["reband to 42 x 3 / back to 20 x 5", *simindex(_reband, "reband"), *memory()],
+        [
+            "database per document, text kept / not",
+            *simindex(tool_fmt=lambda r: _size(r, docs)),
+            *memory(),
+        ],
+    ]
 
 
 def ratio_table(res: dict) -> str:
     """Time and peak RSS of datasketch and rensa divided by simindex's (> 1: simindex better)."""
-    lines = ["| simindex backend | datasketch time ÷ simindex | rensa time ÷ simindex | datasketch peak RSS ÷ simindex | rensa peak RSS ÷ simindex |", "|---|---:|---:|---:|---:|"]  # fmt: skip
+    lines = [
+        "| simindex on | datasketch time ÷ simindex | rensa time ÷ simindex "
+        "| datasketch peak RSS ÷ simindex | rensa peak RSS ÷ simindex |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for tool, label in (("simindex-pg", "PostgreSQL"), ("simindex-sqlite", "SQLite")):
-        r = res.get(tool) or {}
-        if "end_to_end_seconds" not in r:
+        mine = res.get(tool) or {}
+        if "end_to_end_seconds" not in mine:
             continue
-        rss = max((v["peak_rss_mib"] for v in r.values() if isinstance(v, dict) and "peak_rss_mib" in v), default=None)
         cells = []
-        for what in ("seconds", "peak_rss_mib"):
-            for other in ("datasketch", "rensa"):
-                o = res.get(other)
-                if not o or "error" in o or "skipped" in o:
-                    cells.append("skipped" if o and "skipped" in o else "—")
-                    continue
-                mine = r["end_to_end_seconds"] if what == "seconds" else rss
-                cells.append(f"{o[what] / mine:.2f}×")
+        for what in ("time", "rss"):
+            for other in (res.get("datasketch"), res.get("rensa")):
+                if not other or "error" in other or "skipped" in other:
+                    cells.append("skipped" if other and "skipped" in other else "—")
+                elif what == "time":
+                    cells.append(f"{other['seconds'] / mine['end_to_end_seconds']:.2f}×")
+                else:
+                    cells.append(f"{other['peak_rss_mib'] / peak_rss(mine):.2f}×")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def foreign_note(res: dict) -> str:
+    loads = [(r["foreign_cores"], label) for label, r in step_results(res) if "foreign_cores" in r]
+    if not loads:
+        return ""
+    worst, where = max(loads)
+    text = (
+        f"CPU used by other processes (not the benchmark, not PostgreSQL) during the steps: "
+        f"mean {np.mean([x for x, _ in loads]):.2f} cores, max {worst:.2f} ({where})."
+    )
+    if worst >= DISTURBED:
+        text += (
+            f" † marks steps during which they used {DISTURBED} cores or more (on "
+            "2 cores): those times are suspect."
+        )
+    return text
 
 
 def corpus_section(res: dict) -> str:
@@ -786,28 +1061,53 @@ def corpus_section(res: dict) -> str:
     if "error" in c:
         return f"### {res['name']}\n\ncorpus generation failed: {c['error']}\n"
     docs = c["docs"]
+    if res["name"] == "reuters":
+        desc = "Reuters-21578, non-empty texts"
+    else:
+        desc = f"generated from Reuters-21578, {c['planted']:,} planted edited copies"
     t = res.get("truth", {})
-    desc = "Reuters-21578, non-empty texts" if res["name"] == "reuters" else "generated from Reuters-21578 (seeded; ~15% edited copies)"
-    truth_line = (
-        f"Exact ground truth (`simindex.exact.similar_pairs`, same 5-gram shingles): {t['pairs']:,} pairs with J ≥ 0.8, {t['pairs_085']:,} with J ≥ 0.85"
-        + (f"; computed in {fmt_s(t['seconds'])}, peak RSS {fmt_mib(t['peak_rss_mib'])}" if "seconds" in t else " (cached from an earlier run)")
-        if "pairs" in t else f"Exact ground truth: unavailable ({t.get('error', 'not computed')})"
+    if "pairs" in t:
+        truth = (
+            f"Exact ground truth (`simindex.exact.similar_pairs`, same 5-gram shingles): "
+            f"{t['pairs']:,} pairs with J ≥ 0.8, {t['pairs_085']:,} with J ≥ 0.85"
+        )
+        if "seconds" in t:
+            when = " by an earlier run" if t.get("cached") else ""
+            truth += (
+                f"; computed{when} in {fmt_s(t['seconds'])}, peak RSS {t['peak_rss_mib']:,.0f} MiB"
+            )
+            if t.get("windows", 1) > 1:
+                truth += f" ({t['windows']} windows by set size)"
+            if t.get("note"):
+                truth += f" ({t['note']})"
+        else:
+            truth += " (cached by an earlier run)"
+    else:
+        truth = f"Exact ground truth unavailable ({t.get('error', 'not computed')})"
+    rows = table_rows(res, docs)
+    table = "\n".join(
+        [
+            "| | simindex PostgreSQL | simindex SQLite | datasketch 2.0 (memory) | rensa 0.5 (memory) |",
+            "|---|---|---|---|---|",
+        ]
+        + ["| " + " | ".join(row) + " |" for row in rows]
     )
-    head = "| | simindex PostgreSQL | simindex SQLite | datasketch 2.0 (memory) | rensa 0.5 (memory) |\n|---|---|---|---|---|"
-    sim, mem = simindex_rows(res, docs), memory_rows(res)
-    body = "\n".join(f"| {k} | " + " | ".join(sim[k] + mem[k]) + " |" for k in sim)
-    skipped = [f"{tool}: {res[tool]['skipped']}" for tool in TOOLS if isinstance(res.get(tool), dict) and "skipped" in res[tool]]
-    not_run = [tool for tool in TOOLS if tool not in res]
-    notes = []
+    notes = [foreign_note(res)]
+    skipped = [
+        f"{tool} ({res[tool]['skipped']})"
+        for tool in TOOLS
+        if isinstance(res.get(tool), dict) and "skipped" in res[tool]
+    ]
     if skipped:
         notes.append("Skipped: " + "; ".join(skipped) + ".")
+    not_run = [tool for tool in TOOLS if tool not in res]
     if not_run:
         notes.append("Not run (--only): " + ", ".join(not_run) + ".")
     return (
         f"### {res['name']}: {docs:,} documents ({desc}; `{res['corpus_file']}`)\n\n"
-        f"{truth_line}.\n\n{head}\n{body}\n\n"
-        f"Ratios (end-to-end seconds and peak RSS of the other tool ÷ simindex's; > 1 means simindex is faster / smaller):\n\n{ratio_table(res)}\n"
-        + ("\n" + "\n".join(notes) + "\n" if notes else "")
+        f"{truth}.\n\n{table}\n\n"
+        "End-to-end seconds and peak RSS of the other tool ÷ simindex's (> 1: simindex is "
+        f"faster / smaller):\n\n{ratio_table(res)}\n\n" + "\n".join(n for n in notes if n) + "\n"
     )
 
 
@@ -816,56 +1116,92 @@ def targets(results: list[dict]) -> str:
 
     def get(name, *path):
         node = by_name.get(name)
-        for p in path:
-            if not isinstance(node, dict) or p not in node:
+        for key in path:
+            if not isinstance(node, dict) or key not in node:
                 return None
-            node = node[p]
+            node = node[key]
         return node
 
-    def row(target, measured, ok):
-        verdict = "not measured" if measured is None else ("met" if ok else "**not met**")
-        return f"| {target} | {measured if measured is not None else '—'} | {verdict} |"
-
     lines = ["| target | measured | verdict |", "|---|---|---|"]
-    e100 = get("gen100000", "simindex-pg", "end_to_end_seconds")
-    lines.append(row("100k into PostgreSQL, whole job (ingest with text + candidates + exact verification at 0.8 + export) ≤ 15 s", None if e100 is None else fmt_s(e100), e100 is not None and e100 <= 15))
-    e400 = get("gen400000", "simindex-pg", "end_to_end_seconds")
-    lines.append(row("400k end to end on PostgreSQL ≤ 60 s", None if e400 is None else fmt_s(e400), e400 is not None and e400 <= 60))
-    q = get("gen400000", "simindex-pg", "query")
-    ok_q = q is not None and "p50_ms" in q
-    lines.append(row("point query p50 ≤ 2 ms on PostgreSQL at 400k", f"{q['p50_ms']:.2f} ms" if ok_q else None, ok_q and q["p50_ms"] <= 2))
-    lines.append(row("point query p99 ≤ 10 ms on PostgreSQL at 400k", f"{q['p99_ms']:.2f} ms" if ok_q else None, ok_q and q["p99_ms"] <= 10))
+
+    def row(target, value, shown, ok):
+        verdict = "not measured" if value is None else "met" if ok(value) else "**not met**"
+        lines.append(f"| {target} | {'—' if value is None else shown(value)} | {verdict} |")
+
+    row(
+        "100k into PostgreSQL, whole job (ingest with text + candidates + exact verification "
+        "at 0.8 + export) ≤ 15 s",
+        get("gen100000", "simindex-pg", "end_to_end_seconds"),
+        fmt_s,
+        lambda v: v <= 15,
+    )
+    row(
+        "400k end to end on PostgreSQL ≤ 60 s",
+        get("gen400000", "simindex-pg", "end_to_end_seconds"),
+        fmt_s,
+        lambda v: v <= 60,
+    )
+    row(
+        "point query p50 ≤ 2 ms on PostgreSQL at 400k",
+        get("gen400000", "simindex-pg", "query", "p50_ms"),
+        "{:.2f} ms".format,
+        lambda v: v <= 2,
+    )
+    row(
+        "point query p99 ≤ 10 ms on PostgreSQL at 400k",
+        get("gen400000", "simindex-pg", "query", "p99_ms"),
+        "{:.2f} ms".format,
+        lambda v: v <= 10,
+    )
     for tool, label in (("simindex-pg", "PostgreSQL"), ("simindex-sqlite", "SQLite")):
         rss = get("gen400000", tool, "ingest", "peak_rss_mib")
-        mb = None if rss is None else rss * 2**20 / 1e6
-        lines.append(row(f"peak ingest RSS < 600 MB at 400k ({label}, text kept)", None if mb is None else f"{mb:,.0f} MB", mb is not None and mb < 600))
-    rb = get("gen400000", "simindex-pg", "reband", "reband_seconds")
-    lines.append(row("re-band 400k (to 42 x 3, PostgreSQL) ≤ 20 s", None if rb is None else fmt_s(rb), rb is not None and rb <= 20))
+        row(
+            f"peak ingest RSS < 600 MB at 400k ({label}, text kept)",
+            None if rss is None else rss * 2**20 / 1e6,
+            "{:,.0f} MB".format,
+            lambda v: v < 600,
+        )
+    row(
+        "re-band 400k (to 42 x 3) on PostgreSQL ≤ 20 s",
+        get("gen400000", "simindex-pg", "reband", "reband_seconds"),
+        fmt_s,
+        lambda v: v <= 20,
+    )
     for r in results:
         for tool, label in (("simindex-pg", "PostgreSQL"), ("simindex-sqlite", "SQLite")):
-            rc = get(r["name"], tool, "recall", "recall_080")
-            if rc is not None:
-                lines.append(row(f"recall at 0.8 ≥ 99% ({r['name']}, {label})", fmt_pct(rc), rc >= 0.99))
+            row(
+                f"recall at 0.8 ≥ 99% ({r['name']}, {label})",
+                get(r["name"], tool, "recall", "recall_080"),
+                fmt_pct,
+                lambda v: v >= 0.99,
+            )
     return "\n".join(lines)
 
 
-def report(results: list[dict], info: dict, command: str, args) -> str:
-    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
+def report(results: list[dict], info: dict, command: str) -> str:
+    when = info.get("finished") or datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
     sections = "\n".join(corpus_section(r) for r in results)
-    return (
-        f"## {when} UTC: end-to-end pipeline (bench_pipeline.py)\n\n"
-        f"- Machine: nproc {info['nproc']}, {info['cpu']}, {info['ram_gib']:.1f} GiB RAM\n"
-        f"- PostgreSQL: {info['postgres']} (same machine); SQLite {info['sqlite']} (file in /tmp)\n"
-        f"- Versions: {info['versions']}\n"
-        f"- Command: `{command}`\n"
-        f"- Every step runs in a fresh Python process; times are measured inside it (interpreter start-up and imports excluded, numba cache loading included); "
-        f"peak RSS is that process's `ru_maxrss` (the PostgreSQL server's memory is not included). simindex ingests by streaming the .jsonl.gz file; "
-        f"datasketch and rensa stream it too, keep all signatures in memory, and verify candidates by the MinHash estimate (simindex: exact Jaccard of stored text). "
-        f"rensa uses num_perm = 100 (RMinHashLSH needs bands to divide num_perm; 20 x 5 uses 100 hashes in every tool). "
-        f"Point queries: 200 edited copies of random corpus documents, after {WARMUP_QUERIES} untimed warm-up queries. "
-        f"Database size: `pg_database_size` / SQLite file + WAL, after find_pairs.\n\n"
-        f"{sections}\n### Targets\n\n{targets(results)}\n"
-    )
+    return f"""## {when} UTC: end-to-end pipeline
+
+- Machine: nproc {info["nproc"]}, {info["cpu"]}, {info["ram_gib"]:.1f} GiB RAM
+- PostgreSQL: {info["postgres"]} (same machine); SQLite {info["sqlite"]} (a file in /tmp)
+- Versions: {info["versions"]}
+- Command: `{command}`
+- Method: every step runs in a fresh Python process and is timed inside it (interpreter start-up
+  and imports excluded; numba cache loading included). Peak RSS is that process's `ru_maxrss`
+  (PostgreSQL's own memory is not included). simindex ingests by streaming the .jsonl.gz file
+  (`Index.add`, batches of 5,000); datasketch and rensa stream it too, keep every signature in
+  memory, and verify candidates by the MinHash estimate (simindex: by the exact Jaccard of the
+  stored text). rensa's RMinHashLSH needs the bands to divide num_perm, so it uses 100 hashes
+  (20 x 5 uses 100 hashes in every tool). Point queries: {QUERIES} edited copies of random
+  corpus documents (not indexed), after {WARMUP_QUERIES} untimed warm-up queries. Database
+  size: `pg_database_size` or the SQLite files, after find_pairs.
+
+{sections}
+### Targets
+
+{targets(results)}
+"""
 
 
 def append_results(section: str) -> None:
@@ -877,24 +1213,60 @@ def append_results(section: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sizes", nargs="+", default=["reuters", "100000", "400000"],
-                        help="corpora: 'reuters' and/or generated sizes (e.g. 20000 for a smoke run)")  # fmt: skip
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        default=["reuters", "100000", "400000"],
+        help="corpora: 'reuters' and/or generated sizes (e.g. 20000 for a smoke run)",
+    )
     parser.add_argument("--seed", type=int, default=20240601, help="corpus generator seed")
-    parser.add_argument("--pg-url", default=os.environ.get("BENCH_POSTGRES_URL", DEFAULT_PG),
-                        help="PostgreSQL server URL where bench_* databases may be created")  # fmt: skip
+    parser.add_argument(
+        "--pg-url",
+        default=os.environ.get("BENCH_POSTGRES_URL", DEFAULT_PG),
+        help="PostgreSQL server URL where bench_* databases may be created",
+    )
     parser.add_argument("--only", nargs="+", choices=TOOLS, help="run only these tools")
-    parser.add_argument("--skip-slow", action="store_true",
-                        help="skip datasketch on corpora larger than --slow-above documents")  # fmt: skip
+    parser.add_argument(
+        "--skip-slow",
+        action="store_true",
+        help="skip datasketch on corpora larger than --slow-above documents",
+    )
     parser.add_argument("--slow-above", type=int, default=150_000)
+    parser.add_argument(
+        "--truth-max-shingles",
+        type=int,
+        default=40_000_000,
+        help="larger corpora: exact join in windows by set size (less memory)",
+    )
     parser.add_argument("--timeout", type=float, default=3 * 3600, help="seconds per step")
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0,
+        metavar="SECONDS",
+        help="before each step, wait up to this long for other processes to go idle",
+    )
     parser.add_argument("--keep-databases", action="store_true", help="don't drop them at the end")
-    parser.add_argument("--profile", action="store_true",
-                        help="run simindex steps under pyinstrument (benchmarks/data/profiles/)")  # fmt: skip
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run simindex steps under pyinstrument (benchmarks/data/profiles/)",
+    )
     parser.add_argument("--write-results", action="store_true", help="append to RESULTS.md")
+    parser.add_argument(
+        "--from-json",
+        type=Path,
+        metavar="PATH",
+        help="don't run: report the results saved by an earlier run (benchmarks/data/*.json)",
+    )
     parser.add_argument("--run-step", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.run_step:
         child_main(*args.run_step)
+        return
+    if args.from_json:
+        saved = json.loads(args.from_json.read_text())
+        finish(report(saved["results"], saved["info"], saved["command"]), args.write_results)
         return
     if args.profile and args.write_results:
         parser.error("--profile slows the steps down: don't combine it with --write-results")
@@ -906,15 +1278,25 @@ def main() -> None:
         profile_dir.mkdir(parents=True, exist_ok=True)
     command = f"{os.path.relpath(sys.executable)} {shlex.join(sys.argv)}"
     info = machine_info(args.pg_url)
-    print(f"nproc {info['nproc']}, {info['cpu']}; PostgreSQL: {info['postgres']}")
-    runner = Runner(args.timeout, profile_dir)
+    print(f"nproc {info['nproc']}, {info['cpu']}; PostgreSQL {info['postgres']}")
+    runner = Runner(args.timeout, profile_dir, args.wait_idle)
+    saved_to = DATA / f"pipeline_{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
     results = []
     for size in args.sizes:
         results.append(bench_corpus(runner, size, args))
-        (DATA / "pipeline_results.json").write_text(json.dumps(results, indent=1, default=str))
-    section = report(results, info, command, args)
+        saved = {"command": command, "info": info, "results": results}
+        saved_to.write_text(json.dumps(saved, indent=1, default=str))
+    info["finished"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
+    saved_to.write_text(
+        json.dumps({"command": command, "info": info, "results": results}, indent=1)
+    )
+    print(f"\nresults saved to {saved_to.relative_to(REPO)}")
+    finish(report(results, info, command), args.write_results)
+
+
+def finish(section: str, write: bool) -> None:
     print("\n" + section)
-    if args.write_results:
+    if write:
         append_results(section)
         print(f"appended to {RESULTS.relative_to(REPO)}")
 
