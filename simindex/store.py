@@ -358,8 +358,10 @@ class Store:
             .having(func.count() > 1)
         )
         if newer_than is not None:
-            yield self._buckets_touched(connection, banding_id, newer_than)
-            return
+            touched = select(band_keys.c.band, band_keys.c.key).where(
+                band_keys.c.banding_id == banding_id, band_keys.c.document_id > newer_than
+            )
+            query = query.where(sa.tuple_(band_keys.c.band, band_keys.c.key).in_(touched))
         result = connection.execute(
             query, execution_options={"stream_results": True, "yield_per": chunk_size}
         )
@@ -373,30 +375,6 @@ class Store:
             )
             yield members, offsets
 
-    def _buckets_touched(
-        self, connection: Connection, banding_id: int, newer_than: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """The buckets with 2+ members that hold a document with id > newer_than: its keys
-        through the (banding_id, document_id) index, then their members by point look-ups,
-        so the cost follows the new documents, not the size of the index."""
-        touched = np.array(
-            connection.execute(
-                select(band_keys.c.band, band_keys.c.key)
-                .where(band_keys.c.banding_id == banding_id, band_keys.c.document_id > newer_than)
-                .distinct()
-            ).all(),
-            dtype=np.int64,
-        ).reshape(-1, 2)
-        tags, members = self._members(
-            connection, banding_id, np.arange(len(touched)), touched[:, 0], touched[:, 1]
-        )
-        starts = np.flatnonzero(np.r_[True, tags[1:] != tags[:-1]]) if tags.size else tags
-        sizes = np.diff(np.r_[starts, tags.size])
-        keep = np.repeat(sizes > 1, sizes)
-        offsets = np.zeros(int((sizes > 1).sum()) + 1, dtype=np.int64)
-        np.cumsum(sizes[sizes > 1], out=offsets[1:])
-        return members[keep], offsets
-
     def lookup(
         self, connection: Connection, banding_id: int, keys: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -405,34 +383,24 @@ class Store:
         Returns (query_rows, document_ids), each distinct pair once.
         """
         m, n_bands = keys.shape
-        tags = np.repeat(np.arange(m), n_bands)
-        return self._members(connection, banding_id, tags, np.tile(np.arange(n_bands), m), keys)
-
-    def _members(
-        self,
-        connection: Connection,
-        banding_id: int,
-        tags: np.ndarray,
-        bands: np.ndarray,
-        keys: np.ndarray,
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(tag, document id) for every document in bucket (bands[i], keys[i]), each distinct
-        pair once: point look-ups through the band-key primary key, a VALUES list at a time."""
-        rows = list(zip(tags.tolist(), bands.tolist(), keys.reshape(-1).tolist(), strict=True))
-        found: list[tuple[int, int]] = []
+        rows = np.column_stack(
+            (np.repeat(np.arange(m), n_bands), np.tile(np.arange(n_bands), m), keys.reshape(-1))
+        ).tolist()
+        found_q: list[int] = []
+        found_d: list[int] = []
         for chunk in _chunks(rows, MAX_PARAMS // 3):
             wanted = (
                 sa.values(
-                    sa.column("tag", sa.Integer),
+                    sa.column("q", sa.Integer),
                     sa.column("band", sa.SmallInteger),
                     sa.column("key", sa.BigInteger),
                     name="wanted",
                 )
-                .data(chunk)
+                .data([tuple(r) for r in chunk])
                 .cte()
             )
             query = (
-                select(wanted.c.tag, band_keys.c.document_id)
+                select(wanted.c.q, band_keys.c.document_id)
                 .join(
                     band_keys,
                     (band_keys.c.banding_id == banding_id)
@@ -441,11 +409,13 @@ class Store:
                 )
                 .distinct()
             )
-            found.extend((t, d) for t, d in connection.execute(query))
-        if not found:
+            for q, d in connection.execute(query):
+                found_q.append(q)
+                found_d.append(d)
+        if not found_q:
             return np.empty(0, np.int64), np.empty(0, np.int64)
-        unique = np.unique(np.array(found, dtype=np.int64), axis=0)
-        return unique[:, 0], unique[:, 1]
+        pairs_found = np.unique(np.column_stack((found_q, found_d)).astype(np.int64), axis=0)
+        return pairs_found[:, 0], pairs_found[:, 1]
 
     # -- pairs -----------------------------------------------------------------------------
 
