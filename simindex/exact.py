@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from simindex.shingle import ShingleSets
+from simindex.verify import intersection_size
 
 _EPSILON = 1e-9  # keeps ceil(t * n) exact when t * n is a whole number in floating point
 
@@ -94,7 +95,9 @@ def _ppjoin(hashes, offsets, ranked, n_tokens, t):
             y = touched[c]
             if overlap[y] <= 0:
                 continue
-            common = _intersection(hashes, offsets[x], offsets[x + 1], offsets[y], offsets[y + 1])
+            common = intersection_size(
+                hashes, offsets[x], offsets[x + 1], offsets[y], offsets[y + 1]
+            )
             jaccard = common / (size_x + sizes[y] - common)
             if jaccard >= t:
                 if found == out_a.shape[0]:
@@ -105,18 +108,3 @@ def _ppjoin(hashes, offsets, ranked, n_tokens, t):
                 out_j[found] = jaccard
                 found += 1
     return out_a[:found], out_b[:found], out_j[:found]
-
-
-@njit(inline="always", cache=True)
-def _intersection(hashes, i, i_end, j, j_end):
-    common = 0
-    while i < i_end and j < j_end:
-        if hashes[i] == hashes[j]:
-            common += 1
-            i += 1
-            j += 1
-        elif hashes[i] < hashes[j]:
-            i += 1
-        else:
-            j += 1
-    return common

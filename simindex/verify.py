@@ -60,16 +60,22 @@ def _jaccard_kernel(hashes, offsets, rows_a, rows_b, out):
     for p in prange(rows_a.shape[0]):
         i, i_end = offsets[rows_a[p]], offsets[rows_a[p] + 1]
         j, j_end = offsets[rows_b[p]], offsets[rows_b[p] + 1]
-        size = (i_end - i) + (j_end - j)
-        common = 0
-        while i < i_end and j < j_end:
-            if hashes[i] == hashes[j]:
-                common += 1
-                i += 1
-                j += 1
-            elif hashes[i] < hashes[j]:
-                i += 1
-            else:
-                j += 1
-        union = size - common
+        common = intersection_size(hashes, i, i_end, j, j_end)
+        union = (i_end - i) + (j_end - j) - common
         out[p] = common / union if union else 0.0
+
+
+@njit(inline="always", cache=True)
+def intersection_size(hashes, i, i_end, j, j_end):
+    """Common values of the sorted runs hashes[i:i_end] and hashes[j:j_end] (a merge)."""
+    common = 0
+    while i < i_end and j < j_end:
+        if hashes[i] == hashes[j]:
+            common += 1
+            i += 1
+            j += 1
+        elif hashes[i] < hashes[j]:
+            i += 1
+        else:
+            j += 1
+    return common
