@@ -37,6 +37,8 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
+import io
 import json
 import os
 import platform
@@ -45,6 +47,8 @@ import resource
 import shlex
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -70,8 +74,9 @@ THRESHOLD = 0.8
 K = 5  # shingle length (simindex's default SignatureSpec)
 BATCH = 5_000
 DISTURBED = 0.2  # cores used by other processes during a step that make its timing suspect
-# Steps that leave the databases as they found them, so a disturbed one can be run again.
-REPEATABLE = {"corpus", "truth", "find_pairs", "export", "query", "datasketch", "rensa"}
+# Steps that leave the databases as they found them, so a disturbed one can be run again
+# (not find_pairs: run again, it is incremental and finds nothing new).
+REPEATABLE = {"warmup", "corpus", "truth", "export", "query", "datasketch", "rensa"}
 PAIR_SHIFT = 31  # a pair (a, b) is packed as a << 31 | b
 
 
@@ -496,7 +501,28 @@ def step_rensa(corpus: str, out_candidates: str, out_pairs: str) -> dict:
     }
 
 
+def step_warmup() -> dict:
+    """Exercise every compiled kernel once on 300 Reuters stories (numba compiles or loads its
+    cache here, not in a timed step), in a throw-away SQLite file."""
+    import simindex
+    from simindex import Index, SignatureSpec, normalize, shingle_sets
+    from simindex.exact import similar_pairs
+
+    started = time.perf_counter()
+    texts = reuters_texts()[:300]
+    with tempfile.TemporaryDirectory() as tmp:
+        with Index.create(f"sqlite:///{tmp}/warmup.db") as index:
+            index.add([(str(i), t) for i, t in enumerate(texts)])
+            index.find_pairs(THRESHOLD)
+            list(index.pairs(THRESHOLD))
+            index.query(texts[0])
+            index.reband(42, 3)
+    similar_pairs(shingle_sets([normalize(t) for t in texts], SignatureSpec()), THRESHOLD)
+    return {"seconds": time.perf_counter() - started, "simindex": simindex.__file__}
+
+
 STEPS = {
+    "warmup": step_warmup,
     "corpus": step_corpus,
     "truth": step_truth,
     "ingest": step_ingest,
@@ -566,10 +592,17 @@ def foreign_cores(seconds: float = 2.0) -> float:
 
 
 class Runner:
-    def __init__(self, timeout: float, profile_dir: Path | None, wait_idle: float):
+    def __init__(
+        self, timeout: float, profile_dir: Path | None, wait_idle: float, code: Path | None
+    ):
         self.timeout = timeout
         self.profile_dir = profile_dir
         self.wait_idle = wait_idle
+        self.env = dict(os.environ)
+        if code is not None:  # import simindex from a snapshot, not the working tree
+            self.env["PYTHONPATH"] = os.pathsep.join(
+                [str(code), *filter(None, [os.environ.get("PYTHONPATH")])]
+            )
 
     def wait_until_idle(self) -> float:
         """Wait (up to wait_idle seconds) until other processes use < DISTURBED cores; returns
@@ -614,7 +647,9 @@ class Runner:
         (busy0, pg0), own0 = cpu_ticks(), own_ticks()
         started = time.perf_counter()
         try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=self.timeout)
+            proc = subprocess.run(
+                command, capture_output=True, text=True, timeout=self.timeout, env=self.env
+            )
         except subprocess.TimeoutExpired:
             return {"error": f"timed out after {self.timeout:.0f} s"}
         wall = time.perf_counter() - started
@@ -818,6 +853,51 @@ def bench_corpus(runner: Runner, size: str, args) -> dict:
 # -- the report -----------------------------------------------------------------------------
 
 
+def git(*args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", str(REPO), *args], capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def source_digest() -> str:
+    """A digest of the working tree's simindex sources (to notice edits during a run)."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "simindex").rglob("*.py")) + sorted(REPO.glob("migrations/**/*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def snapshot(commit: str) -> Path:
+    """simindex as of a git commit, exported to benchmarks/data/code-<commit>/ and laid out as
+    the wheel ships it (migrations/ inside the package), so a run measures one fixed version
+    however the working tree changes meanwhile."""
+    target = DATA / f"code-{commit}"
+    if not (target / "simindex" / "migrations").is_dir():
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", commit, "simindex", "migrations"],
+            capture_output=True,
+            check=True,
+        ).stdout
+        staging = Path(tempfile.mkdtemp(dir=DATA))
+        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+            tar.extractall(staging, filter="data")
+        (staging / "migrations").rename(staging / "simindex" / "migrations")
+        staging.rename(target)
+    return target
+
+
+def code_info(live: bool) -> dict:
+    head = git("rev-parse", "--short=10", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--", "simindex", "migrations"))
+    if live:
+        note = f"working tree at {head}" + (" with uncommitted changes" if dirty else "")
+        return {"commit": head, "code": note, "digest": source_digest()}
+    note = f"commit {head}, exported to benchmarks/data/code-{head}/"
+    if dirty:
+        note += " (uncommitted changes in the working tree are not measured)"
+    return {"commit": head, "code": note, "path": str(snapshot(head))}
+
+
 def machine_info(admin_url: str) -> dict:
     cpuinfo = Path("/proc/cpuinfo").read_text()
     model = next(
@@ -846,6 +926,7 @@ def machine_info(admin_url: str) -> dict:
                     "maintenance_work_mem",
                     "synchronous_commit",
                     "max_wal_size",
+                    "autovacuum",
                 )
             }
         info["postgres"] = ", ".join(f"{k} {v}" for k, v in show.items())
@@ -1180,13 +1261,17 @@ def targets(results: list[dict]) -> str:
 
 def report(results: list[dict], info: dict, command: str) -> str:
     when = info.get("finished") or datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
+    warmup = show(info.get("warmup"), lambda w: fmt_s(w["seconds"]))
     sections = "\n".join(corpus_section(r) for r in results)
     return f"""## {when} UTC: end-to-end pipeline
 
 - Machine: nproc {info["nproc"]}, {info["cpu"]}, {info["ram_gib"]:.1f} GiB RAM
 - PostgreSQL: {info["postgres"]} (same machine); SQLite {info["sqlite"]} (a file in /tmp)
+- simindex: {info.get("code", "working tree (version not recorded)")}
 - Versions: {info["versions"]}
 - Command: `{command}`
+- Warm-up before the corpora (every numba kernel compiled or loaded from its cache, on 300
+  stories; not part of any figure below): {warmup}
 - Method: every step runs in a fresh Python process and is timed inside it (interpreter start-up
   and imports excluded; numba cache loading included). Peak RSS is that process's `ru_maxrss`
   (PostgreSQL's own memory is not included). simindex ingests by streaming the .jsonl.gz file
@@ -1252,6 +1337,11 @@ def main() -> None:
         action="store_true",
         help="run simindex steps under pyinstrument (benchmarks/data/profiles/)",
     )
+    parser.add_argument(
+        "--live",
+        action="store_true",
+        help="import simindex from the working tree (default: a snapshot of git HEAD)",
+    )
     parser.add_argument("--write-results", action="store_true", help="append to RESULTS.md")
     parser.add_argument(
         "--from-json",
@@ -1278,8 +1368,14 @@ def main() -> None:
         profile_dir.mkdir(parents=True, exist_ok=True)
     command = f"{os.path.relpath(sys.executable)} {shlex.join(sys.argv)}"
     info = machine_info(args.pg_url)
+    code = code_info(args.live)
+    info["code"] = code["code"]
     print(f"nproc {info['nproc']}, {info['cpu']}; PostgreSQL {info['postgres']}")
-    runner = Runner(args.timeout, profile_dir, args.wait_idle)
+    print(f"simindex: {info['code']}")
+    runner = Runner(
+        args.timeout, profile_dir, args.wait_idle, None if args.live else Path(code["path"])
+    )
+    info["warmup"] = runner.run("warmup")
     saved_to = DATA / f"pipeline_{datetime.now(UTC):%Y%m%dT%H%M%S}.json"
     results = []
     for size in args.sizes:
@@ -1287,6 +1383,8 @@ def main() -> None:
         saved = {"command": command, "info": info, "results": results}
         saved_to.write_text(json.dumps(saved, indent=1, default=str))
     info["finished"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M")
+    if args.live and source_digest() != code["digest"]:
+        info["code"] += "; **simindex's sources changed during the run** (rerun without --live)"
     saved_to.write_text(
         json.dumps({"command": command, "info": info, "results": results}, indent=1)
     )
