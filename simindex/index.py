@@ -44,7 +44,7 @@ from simindex.minhash import pack, signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.shingle import content_hash, normalize, shingle_sets
 from simindex.spec import SignatureSpec
-from simindex.store import Store, create_engine, database_url, display_url
+from simindex.store import BandKeyWriter, Store, create_engine, database_url, display_url
 from simindex.verify import Profiles, compare
 
 DEFAULT_BATCH_SIZE = 5_000
@@ -122,6 +122,7 @@ class _AddCall:
     find_duplicates: float | None
     max_chars: int
     ingested_at: datetime
+    writers: dict[int, BandKeyWriter]
     result: AddResult = field(default_factory=AddResult)
 
 
@@ -266,6 +267,9 @@ class Index:
         iterator = iter(documents)
         with self._transaction(write=True) as connection:
             complete = [b for b in self._store.bandings(connection) if b["state"] == "complete"]
+            # A bulk load hides the call's own keys until the end: not when each batch is
+            # queried against the earlier ones.
+            bulk = find_duplicates is None
             call = _AddCall(
                 complete=complete,
                 active=next((b for b in complete if b["is_active"]), None),
@@ -274,11 +278,17 @@ class Index:
                 find_duplicates=find_duplicates,
                 max_chars=max_chars,
                 ingested_at=datetime.now(UTC),
+                writers={
+                    b["id"]: self._store.band_key_writer(connection, b["id"], bulk=bulk)
+                    for b in complete
+                },
             )
             while batch := list(islice(iterator, batch_size)):
                 self._add_batch(connection, batch, call)
                 if progress:
                     progress(len(batch))
+            for writer in call.writers.values():
+                writer.finish()
         return call.result
 
     def _add_batch(self, connection: Connection, batch: list[Document], call: _AddCall) -> None:
@@ -326,7 +336,7 @@ class Index:
         )
         self._store.insert_signatures(connection, ids, [pack(s) for s in sigs])
         for banding_id, banding_keys in keys.items():
-            self._store.insert_band_keys(connection, banding_id, ids, banding_keys)
+            call.writers[banding_id].write(ids, banding_keys)
         result.added += len(keep)
 
     def _drop_duplicate_ids(
@@ -484,7 +494,18 @@ class Index:
             since = None
             if not full and active["pairs_threshold"] == threshold:
                 since = active["pairs_through"]
-            buckets = self._store.iter_buckets(connection, banding_id, newer_than=since)
+            touching = None
+            if since is not None:  # only the buckets of documents added since
+                touching = np.concatenate(
+                    [np.empty((0, active["bands"]), np.int64)]
+                    + [
+                        lsh.band_keys(
+                            unpack(blobs, self.spec.num_perm), active["bands"], active["rows"]
+                        )  # fmt: skip
+                        for _, blobs in self._store.iter_signatures(connection, chunk_size, since)
+                    ]
+                )
+            buckets = self._store.iter_buckets(connection, banding_id, touching)
             candidates = collect(buckets, max_bucket_size)
             doc_a, doc_b = candidates.doc_a, candidates.doc_b
             if since is not None:  # pairs of two older documents are stored already
@@ -713,6 +734,11 @@ class Index:
                 old = np.unique(np.array(list(held), dtype=np.int64))
                 members = self._store.cluster_members(connection, banding["id"], old)
                 affected[banding["id"]] = (banding, np.setdiff1d(members, ids))
+        blobs = self._store.signatures_of(connection, ids)
+        sigs = unpack([blobs[int(i)] for i in ids], self.spec.num_perm)
+        for banding in self._store.bandings(connection):
+            keys = lsh.band_keys(sigs, banding["bands"], banding["rows"])
+            self._store.delete_band_keys(connection, banding["id"], ids, keys)
         self._store.delete_documents(connection, ids)
         for banding_id, (banding, members) in affected.items():
             doc_a, doc_b = self._store.pairs_at_least(
@@ -742,9 +768,10 @@ class Index:
         with self._transaction(write=True) as connection:
             old = self._store.bandings(connection)
             banding_id = self._store.create_banding(connection, bands, rows)
+            writer = self._store.band_key_writer(connection, banding_id, bulk=True)
             for ids, blobs in self._store.iter_signatures(connection, chunk_size):
-                keys = lsh.band_keys(unpack(blobs, self.spec.num_perm), bands, rows)
-                self._store.insert_band_keys(connection, banding_id, ids, keys)
+                writer.write(ids, lsh.band_keys(unpack(blobs, self.spec.num_perm), bands, rows))
+            writer.finish()
             self._store.complete_banding(connection, banding_id)
             if activate:
                 self._store.activate_banding(connection, banding_id)

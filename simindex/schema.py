@@ -112,8 +112,10 @@ bandings = Table(
     ),
 )
 
-# Narrow on purpose (DESIGN: it is the largest table): no surrogate key, no foreign keys;
-# the primary key is the index that both GROUP BY band, key and point look-ups use.
+# Narrow on purpose (DESIGN: it is the largest table): no surrogate key, no foreign keys, one
+# index. The primary key serves GROUP BY band, key and every look-up (a document's own keys
+# are computed from its signature). On PostgreSQL each banding is a partition, band_keys_<id>
+# (see store.BandKeyWriter).
 band_keys = Table(
     "band_keys",
     metadata,
@@ -121,9 +123,8 @@ band_keys = Table(
     Column("band", SmallInteger, primary_key=True),
     Column("key", BigInteger, primary_key=True),
     Column("document_id", DocumentId, primary_key=True),
-    # For one document's keys: incremental pairs and deletes.
-    Index("ix_band_keys_banding_id_document_id", "banding_id", "document_id"),
     sqlite_with_rowid=False,
+    postgresql_partition_by="LIST (banding_id)",
 )
 
 pairs = Table(

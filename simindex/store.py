@@ -208,24 +208,6 @@ class Store:
             list(zip(ids.tolist(), blobs, strict=True)),
         )
 
-    def insert_band_keys(
-        self, connection: Connection, banding_id: int, document_ids: np.ndarray, keys: np.ndarray
-    ) -> None:
-        """Band keys of documents: keys is int64 of shape (len(document_ids), bands)."""
-        n, bands = keys.shape
-        band = np.tile(np.arange(bands, dtype=np.int64), n)
-        doc = np.repeat(document_ids.astype(np.int64), bands)
-        key = keys.reshape(-1)
-        if self.dialect == "postgresql":
-            _copy_band_keys_binary(connection, banding_id, band, key, doc)
-            return
-        order = np.lexsort((doc, key, band))  # B-tree order: appends, not random inserts
-        columns = (band[order].tolist(), key[order].tolist(), doc[order].tolist())
-        rows = zip(itertools.repeat(banding_id), *columns)  # lazily: no list of n*bands rows
-        self._bulk_insert(
-            connection, "band_keys", ["banding_id", "band", "key", "document_id"], rows
-        )
-
     def _bulk_insert(
         self, connection: Connection, table: str, columns: list[str], rows: Iterable[Sequence]
     ) -> None:
@@ -279,10 +261,11 @@ class Store:
         return found
 
     def iter_signatures(
-        self, connection: Connection, chunk_size: int
+        self, connection: Connection, chunk_size: int, after: int = 0
     ) -> Iterator[tuple[np.ndarray, list[bytes]]]:
-        """All signatures in document-id order, as (ids, blobs) chunks, by keyset paging."""
-        last = 0
+        """Signatures of documents with ids above ``after``, in id order, as (ids, blobs)
+        chunks, by keyset paging."""
+        last = after
         while True:
             rows = connection.execute(
                 select(signatures.c.document_id, signatures.c.minhashes)
@@ -318,9 +301,18 @@ class Store:
         )
 
     def drop_banding(self, connection: Connection, banding_id: int) -> None:
-        connection.execute(band_keys.delete().where(band_keys.c.banding_id == banding_id))
+        if self.dialect == "postgresql":
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {_partition(banding_id)}")
+        else:
+            connection.execute(band_keys.delete().where(band_keys.c.banding_id == banding_id))
         connection.execute(pairs.delete().where(pairs.c.banding_id == banding_id))
         connection.execute(bandings.delete().where(bandings.c.id == banding_id))
+
+    def band_key_writer(
+        self, connection: Connection, banding_id: int, *, bulk: bool
+    ) -> BandKeyWriter:
+        """Where the band keys of one banding are written (bulk: see BandKeyWriter)."""
+        return BandKeyWriter(self, connection, banding_id, bulk)
 
     def bandings(self, connection: Connection) -> list[dict[str, Any]]:
         rows = connection.execute(select(bandings).order_by(bandings.c.id)).mappings()
@@ -338,33 +330,48 @@ class Store:
         self,
         connection: Connection,
         banding_id: int,
-        newer_than: int | None = None,
+        touching: np.ndarray | None = None,
         chunk_size: int = 50_000,
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Buckets (band, key) with two or more documents, grouped by the database; with
-        ``newer_than``, only the buckets holding a document with a larger id.
+        ``touching`` (int64 keys of shape (n, bands), e.g. of the documents added since pairs
+        were last found), only those buckets, each found through the primary key.
 
         Yields chunks as (members, offsets): bucket i of a chunk holds document ids
         ``members[offsets[i]:offsets[i + 1]]``.
         """
-        if self.dialect == "postgresql":
-            aggregate = func.array_agg(band_keys.c.document_id)
-        else:
-            aggregate = func.group_concat(band_keys.c.document_id)
-        query = (
-            select(aggregate)
-            .where(band_keys.c.banding_id == banding_id)
-            .group_by(band_keys.c.band, band_keys.c.key)
-            .having(func.count() > 1)
-        )
-        if newer_than is not None:
-            touched = select(band_keys.c.band, band_keys.c.key).where(
-                band_keys.c.banding_id == banding_id, band_keys.c.document_id > newer_than
+        aggregate = "array_agg" if self.dialect == "postgresql" else "group_concat"
+        params: dict[str, Any] = {"banding_id": banding_id}
+        if touching is None:
+            statement = (
+                f"SELECT {aggregate}(document_id) FROM band_keys WHERE banding_id = :banding_id "
+                "GROUP BY band, key HAVING count(*) > 1"
             )
-            query = query.where(sa.tuple_(band_keys.c.band, band_keys.c.key).in_(touched))
+            if self.dialect == "postgresql":
+                # Walk the primary key in order (a streaming GroupAggregate): a hash
+                # aggregate or a sort of every row spills to disk at small work_mem.
+                connection.exec_driver_sql("SET LOCAL enable_hashagg = off")
+                connection.exec_driver_sql("SET LOCAL enable_sort = off")
+        else:
+            n, bands = touching.shape
+            wanted = np.unique(
+                np.column_stack((np.tile(np.arange(bands), n), touching.reshape(-1))), axis=0
+            )
+            source, params = self._rows_source({"band": wanted[:, 0], "key": wanted[:, 1]})
+            statement = (
+                f"SELECT {aggregate}(k.document_id) FROM {source} CROSS JOIN band_keys k "
+                "WHERE k.banding_id = :banding_id AND k.band = wanted.band "
+                "AND k.key = wanted.key GROUP BY wanted.band, wanted.key HAVING count(*) > 1"
+            )
+            params["banding_id"] = banding_id
         result = connection.execute(
-            query, execution_options={"stream_results": True, "yield_per": chunk_size}
+            sa.text(statement),
+            params,
+            execution_options={"stream_results": True, "yield_per": chunk_size},
         )
+        if self.dialect == "postgresql" and touching is None:
+            connection.exec_driver_sql("RESET enable_hashagg")
+            connection.exec_driver_sql("RESET enable_sort")
         for partition in result.partitions():
             groups = [g if isinstance(g, list) else g.split(",") for (g,) in partition]
             sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
@@ -382,40 +389,42 @@ class Store:
 
         Returns (query_rows, document_ids), each distinct pair once.
         """
-        m, n_bands = keys.shape
-        rows = np.column_stack(
-            (np.repeat(np.arange(m), n_bands), np.tile(np.arange(n_bands), m), keys.reshape(-1))
-        ).tolist()
-        found_q: list[int] = []
-        found_d: list[int] = []
-        for chunk in _chunks(rows, MAX_PARAMS // 3):
-            wanted = (
-                sa.values(
-                    sa.column("q", sa.Integer),
-                    sa.column("band", sa.SmallInteger),
-                    sa.column("key", sa.BigInteger),
-                    name="wanted",
-                )
-                .data([tuple(r) for r in chunk])
-                .cte()
-            )
-            query = (
-                select(wanted.c.q, band_keys.c.document_id)
-                .join(
-                    band_keys,
-                    (band_keys.c.banding_id == banding_id)
-                    & (band_keys.c.band == wanted.c.band)
-                    & (band_keys.c.key == wanted.c.key),
-                )
-                .distinct()
-            )
-            for q, d in connection.execute(query):
-                found_q.append(q)
-                found_d.append(d)
-        if not found_q:
-            return np.empty(0, np.int64), np.empty(0, np.int64)
-        pairs_found = np.unique(np.column_stack((found_q, found_d)).astype(np.int64), axis=0)
+        m, bands = keys.shape
+        source, params = self._rows_source(
+            {
+                "q": np.repeat(np.arange(m), bands),
+                "band": np.tile(np.arange(bands), m),
+                "key": keys.reshape(-1),
+            }
+        )
+        found = connection.execute(
+            sa.text(
+                f"SELECT DISTINCT wanted.q, k.document_id FROM {source} CROSS JOIN band_keys k "
+                "WHERE k.banding_id = :banding_id AND k.band = wanted.band "
+                "AND k.key = wanted.key ORDER BY 1, 2"
+            ),
+            {**params, "banding_id": banding_id},
+        ).all()
+        pairs_found = np.array(found, dtype=np.int64).reshape(-1, 2)
         return pairs_found[:, 0], pairs_found[:, 1]
+
+    def _rows_source(self, columns: dict[str, np.ndarray]) -> tuple[str, dict[str, Any]]:
+        """A FROM item named ``wanted`` whose rows are the given integer columns, and its bound
+        parameters: unnest() of arrays on PostgreSQL, json_each() on SQLite. One parameter
+        per column however many rows, so no statement is chunked or compiled per size;
+        SQLite's CROSS JOIN (in the callers) makes these rows the outer loop."""
+        names = list(columns)
+        if self.dialect == "postgresql":
+            arrays = ", ".join(f"CAST(:{name} AS BIGINT[])" for name in names)
+            return (
+                f"unnest({arrays}) AS wanted({', '.join(names)})",
+                {name: values.tolist() for name, values in columns.items()},
+            )
+        fields = ", ".join(
+            f"json_extract(value, '$[{i}]') AS {name}" for i, name in enumerate(names)
+        )
+        rows = json.dumps(np.column_stack(list(columns.values())).tolist())
+        return f"(SELECT {fields} FROM json_each(:wanted)) AS wanted", {"wanted": rows}
 
     # -- pairs -----------------------------------------------------------------------------
 
@@ -596,16 +605,36 @@ class Store:
         return np.array(sorted(ids), dtype=np.int64)
 
     def delete_documents(self, connection: Connection, ids: np.ndarray) -> None:
-        """Documents with their band keys; signatures, pairs and cluster rows go by cascade."""
-        banding_ids = [b["id"] for b in self.bandings(connection)]
+        """Documents; their signatures, pairs and cluster rows go by cascade (band keys: see
+        :meth:`delete_band_keys`)."""
         for chunk in _chunks(ids.tolist(), MAX_PARAMS):
-            for banding_id in banding_ids:
-                connection.execute(
-                    band_keys.delete().where(
-                        band_keys.c.banding_id == banding_id, band_keys.c.document_id.in_(chunk)
-                    )
-                )
             connection.execute(documents.delete().where(documents.c.id.in_(chunk)))
+
+    def delete_band_keys(
+        self, connection: Connection, banding_id: int, document_ids: np.ndarray, keys: np.ndarray
+    ) -> None:
+        """The band keys of documents (``keys``: int64 of shape (len(document_ids), bands),
+        computed from their signatures), each row found through the primary key."""
+        n, bands = keys.shape
+        source, params = self._rows_source(
+            {
+                "band": np.tile(np.arange(bands), n),
+                "key": keys.reshape(-1),
+                "document_id": np.repeat(document_ids, bands),
+            }
+        )
+        if self.dialect == "postgresql":
+            statement = (
+                f"DELETE FROM band_keys k USING {source} WHERE k.banding_id = :banding_id "
+                "AND k.band = wanted.band AND k.key = wanted.key "
+                "AND k.document_id = wanted.document_id"
+            )
+        else:
+            statement = (
+                "DELETE FROM band_keys WHERE banding_id = :banding_id "
+                f"AND (band, key, document_id) IN (SELECT band, key, document_id FROM {source})"
+            )
+        connection.execute(sa.text(statement), {**params, "banding_id": banding_id})
 
     # -- integrity -------------------------------------------------------------------------
 
@@ -708,6 +737,90 @@ class Store:
         return connection.scalar(select(func.count()).select_from(groups))
 
 
+# Sort memory for building a bulk-loaded partition's primary key (this transaction only).
+BULK_INDEX_MEMORY = "256MB"
+
+
+def _partition(banding_id: int) -> str:
+    """The PostgreSQL partition of band_keys that holds one banding's keys."""
+    return f"band_keys_{int(banding_id)}"
+
+
+class BandKeyWriter:
+    """Writes the band keys of one banding, batch after batch; then :meth:`finish`.
+
+    Every batch goes in sorted by (band, key), the primary key's order. On PostgreSQL, a
+    banding whose partition does not exist yet (a first ingest, a re-band) is loaded in bulk
+    when ``bulk`` is allowed: into a new table without indexes, by COPY ... FREEZE (so the
+    rows are all-visible and GROUP BY band, key can be an index-only scan with no VACUUM);
+    finish() builds its primary key with one sort and attaches it as the banding's
+    partition, so readers see nothing of it until then. Inserting the same rows into a live
+    B-tree of random keys is several times slower.
+    """
+
+    def __init__(self, store: Store, connection: Connection, banding_id: int, bulk: bool):
+        self._store, self._connection, self._banding_id = store, connection, banding_id
+        self._table = "band_keys"
+        self._bulk = False
+        if store.dialect != "postgresql":
+            return
+        self._table = _partition(banding_id)
+        exists = connection.exec_driver_sql(
+            f"SELECT to_regclass('{self._table}') IS NOT NULL"
+        ).scalar_one()
+        if exists:
+            return
+        if bulk:
+            connection.exec_driver_sql(f"CREATE TABLE {self._table} (LIKE band_keys)")
+            # Proves the partition constraint, so ATTACH PARTITION needs no scan.
+            connection.exec_driver_sql(
+                f"ALTER TABLE {self._table} ADD CONSTRAINT {self._table}_banding "
+                f"CHECK (banding_id = {int(banding_id)})"
+            )
+            self._bulk = True
+        else:
+            connection.exec_driver_sql(
+                f"CREATE TABLE {self._table} PARTITION OF band_keys "
+                f"FOR VALUES IN ({int(banding_id)})"
+            )
+
+    def write(self, document_ids: np.ndarray, keys: np.ndarray) -> None:
+        """Band keys of documents: ``keys`` is int64 of shape (len(document_ids), bands)."""
+        n, bands = keys.shape
+        band = np.tile(np.arange(bands, dtype=np.int64), n)
+        doc = np.repeat(document_ids.astype(np.int64), bands)
+        key = keys.reshape(-1)
+        order = np.lexsort((doc, key, band))
+        band, key, doc = band[order], key[order], doc[order]
+        if self._store.dialect == "postgresql":
+            freeze = ", FREEZE" if self._bulk else ""
+            _copy_band_keys_binary(
+                self._connection, self._table, self._banding_id, band, key, doc, freeze
+            )
+            return
+        rows = zip(itertools.repeat(self._banding_id), band.tolist(), key.tolist(), doc.tolist())
+        self._store._bulk_insert(
+            self._connection, "band_keys", ["banding_id", "band", "key", "document_id"], rows
+        )
+
+    def finish(self) -> None:
+        if not self._bulk:
+            return
+        run = self._connection.exec_driver_sql
+        run(f"SET LOCAL maintenance_work_mem = '{BULK_INDEX_MEMORY}'")
+        run(
+            f"ALTER TABLE {self._table} ADD CONSTRAINT {self._table}_pkey "
+            "PRIMARY KEY (banding_id, band, key, document_id)"
+        )
+        run("RESET maintenance_work_mem")
+        run(
+            f"ALTER TABLE band_keys ATTACH PARTITION {self._table} "
+            f"FOR VALUES IN ({self._banding_id})"
+        )
+        run(f"ANALYZE {self._table}")
+        self._bulk = False
+
+
 _PG_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, extension length
 _PG_BINARY_TRAILER = b"\xff\xff"
 _BAND_KEY_TUPLE = np.dtype(
@@ -722,7 +835,13 @@ _BAND_KEY_TUPLE = np.dtype(
 
 
 def _copy_band_keys_binary(
-    connection: Connection, banding_id: int, band: np.ndarray, key: np.ndarray, doc: np.ndarray
+    connection: Connection,
+    table: str,
+    banding_id: int,
+    band: np.ndarray,
+    key: np.ndarray,
+    doc: np.ndarray,
+    options: str = "",
 ) -> None:
     """COPY ... (FORMAT BINARY), the tuples laid out by numpy: no per-row Python."""
     tuples = np.empty(band.shape[0], dtype=_BAND_KEY_TUPLE)
@@ -733,7 +852,9 @@ def _copy_band_keys_binary(
     tuples["key"] = key
     tuples["document_id"] = doc
     cursor = connection.connection.dbapi_connection.cursor()
-    statement = "COPY band_keys (banding_id, band, key, document_id) FROM STDIN (FORMAT BINARY)"
+    statement = (
+        f"COPY {table} (banding_id, band, key, document_id) FROM STDIN (FORMAT BINARY{options})"
+    )
     with cursor.copy(statement) as copy:
         copy.write(_PG_BINARY_HEADER + tuples.tobytes() + _PG_BINARY_TRAILER)
 

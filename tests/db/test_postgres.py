@@ -1,9 +1,13 @@
-"""PostgreSQL specifics: connection errors are one clear line, and the password never shows."""
+"""PostgreSQL specifics: connection errors are one clear line, and the password never shows;
+band keys live in one partition per banding."""
 
 import pytest
+import sqlalchemy as sa
+from alembic import command
 
-from simindex import Index
-from simindex.errors import DatabaseError
+from simindex import Index, migrate
+from simindex.errors import DatabaseError, DuplicateIdError
+from simindex.store import create_engine, database_url
 
 
 def test_a_closed_port_is_a_clear_error_without_the_password():
@@ -14,19 +18,70 @@ def test_a_closed_port_is_a_clear_error_without_the_password():
     assert "s3cret" not in message
 
 
-def test_band_keys_use_the_index_for_a_point_lookup(pg_url, news):
-    import sqlalchemy as sa
+def _sql(url: str, statement: str) -> list[tuple]:
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        result = connection.exec_driver_sql(statement)
+        rows = [tuple(r) for r in result] if result.returns_rows else []
+    engine.dispose()
+    return rows
 
+
+def _band_key_rows(url: str) -> list[tuple]:
+    return _sql(url, "SELECT * FROM band_keys ORDER BY banding_id, band, key, document_id")
+
+
+def test_each_banding_is_an_indexed_partition_that_point_lookups_use(pg_url, news):
+    with Index.create(pg_url) as index:
+        index.add(news[:60])  # bulk: a new table, indexed and attached at the end
+        index.add(news[60:])  # the attached partition takes the rest through its index
+        index.reband(42, 3)
+        index.find_pairs()
+        assert index.check() == []
+        assert len(_band_key_rows(pg_url)) == len(news) * (20 + 42)
+    partitions = _sql(
+        pg_url,
+        "SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) FROM pg_inherits i "
+        "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'band_keys'::regclass "
+        "AND c.relkind = 'r' ORDER BY 1",
+    )
+    assert partitions == [
+        ("band_keys_1", "FOR VALUES IN (1)"),
+        ("band_keys_2", "FOR VALUES IN (2)"),
+    ]
+    _sql(pg_url, "ANALYZE band_keys")
+    plan = _sql(
+        pg_url,
+        "EXPLAIN SELECT document_id FROM band_keys WHERE banding_id = 2 AND band = 3 AND key = 42",
+    )
+    assert "Index Only Scan using band_keys_2_pkey on band_keys_2" in plan[0][0]
+
+
+def test_a_bulk_load_that_fails_leaves_no_table_behind(pg_url, news):
+    with Index.create(pg_url) as index:
+        with pytest.raises(DuplicateIdError):
+            index.add([*news, news[0]])
+        assert index.stats()["documents"] == 0
+    assert _sql(pg_url, "SELECT to_regclass('band_keys_1') IS NULL") == [(True,)]
+
+
+def test_band_keys_survive_a_downgrade_to_0001_and_the_upgrade_back(pg_url, news):
+    """0001 kept every banding in one table; 0002 moves each into its own partition."""
     with Index.create(pg_url) as index:
         index.add(news)
-    engine = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://", 1))
-    with engine.connect() as connection:
-        connection.exec_driver_sql("ANALYZE band_keys")
-        plan = "\n".join(
-            row[0]
-            for row in connection.exec_driver_sql(
-                "EXPLAIN SELECT document_id FROM band_keys WHERE banding_id = 1 AND band = 3 AND key = 42"
-            )
-        )
+        index.reband(42, 3, activate=False)
+        before = _band_key_rows(pg_url)
+    engine = create_engine(database_url(pg_url))
+    with engine.begin() as connection:
+        command.downgrade(migrate._config(connection), "0001")
+    assert _sql(pg_url, "SELECT relkind FROM pg_class WHERE relname = 'band_keys'") == [("r",)]
+    assert _band_key_rows(pg_url) == before
+    assert migrate.upgrade(engine) == ("0001", "0002")
     engine.dispose()
-    assert "pk_band_keys" in plan
+    assert _band_key_rows(pg_url) == before
+    assert _sql(
+        pg_url, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'band_keys'::regclass"
+    ) == [(2,)]
+    with Index.open(pg_url) as index:
+        assert index.check() == []
+        assert index.find_pairs().pairs > 0
