@@ -237,17 +237,6 @@ def batched(items, size: int) -> Iterator[list]:
         yield batch
 
 
-def subset(hashes: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
-    """The ShingleSets of some rows (sorted) of a (hashes, offsets) collection."""
-    from simindex.shingle import ShingleSets
-
-    counts = offsets[rows + 1] - offsets[rows]
-    new_offsets = np.zeros(rows.size + 1, np.int64)
-    np.cumsum(counts, out=new_offsets[1:])
-    take = np.repeat(offsets[rows] - new_offsets[:-1], counts) + np.arange(new_offsets[-1])
-    return ShingleSets(hashes[take], new_offsets)
-
-
 def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
     """Exact pairs with Jaccard >= THRESHOLD (simindex.exact.similar_pairs), saved as .npz.
 
@@ -260,6 +249,8 @@ def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
     """
     from simindex import SignatureSpec, normalize, shingle_sets
     from simindex.exact import similar_pairs
+    from simindex.shingle import ShingleSets
+    from simindex.verify import exact_jaccard
 
     started = time.perf_counter()
     spec = SignatureSpec()
@@ -284,13 +275,10 @@ def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
         windows = [w for w in windows if w.size > 1]
     found = []
     for rows in windows:
-        a, b, _ = similar_pairs(subset(hashes, offsets, rows), THRESHOLD)
+        a, b, _ = similar_pairs(ShingleSets(hashes, offsets).take(rows), THRESHOLD)
         found.append(pack_pairs(rows[a], rows[b]))
     packed = np.unique(np.concatenate(found))
     a, b = packed >> PAIR_SHIFT, packed & ((1 << PAIR_SHIFT) - 1)
-    from simindex.shingle import ShingleSets
-    from simindex.verify import exact_jaccard
-
     jaccard = exact_jaccard(ShingleSets(hashes, offsets), a, b)
     np.savez(out, a=a, b=b, jaccard=jaccard)
     stats = {

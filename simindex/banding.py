@@ -229,7 +229,7 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
 _MASK63 = np.uint64(MASK63)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _band_key_kernel(signatures, bands, rows, out):
     for i in prange(signatures.shape[0]):
         for j in range(bands):

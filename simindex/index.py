@@ -14,6 +14,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -40,9 +41,9 @@ from simindex.errors import (
 )
 from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
 from simindex.evaluate import evaluate as evaluate_sample
-from simindex.minhash import pack, signatures, unpack
+from simindex.minhash import signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
-from simindex.shingle import content_hash, normalize, shingle_sets
+from simindex.shingle import ShingleSets, content_hash, normalize, shingle_sets
 from simindex.spec import SignatureSpec
 from simindex.store import BandKeyWriter, Store, create_engine, database_url, display_url
 from simindex.verify import Profiles, compare
@@ -109,6 +110,35 @@ class ClusterReport:
 
 
 Document = tuple[str, str] | tuple[str, str, dict[str, Any] | None]
+
+
+@dataclass(frozen=True)
+class _Batch:
+    """Documents of one add() batch with their shingle sets, signatures and band keys (per
+    banding id), row-aligned. A document that normalizes to nothing has no shingles."""
+
+    external_ids: list[str]
+    texts: list[str]
+    metadata: list[dict[str, Any] | None]
+    content_hashes: list[int]
+    sets: ShingleSets
+    signatures: np.ndarray
+    keys: dict[int, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.external_ids)
+
+    def take(self, rows: list[int]) -> _Batch:
+        index = np.asarray(rows, dtype=np.int64)
+        return _Batch(
+            external_ids=[self.external_ids[i] for i in rows],
+            texts=[self.texts[i] for i in rows],
+            metadata=[self.metadata[i] for i in rows],
+            content_hashes=[self.content_hashes[i] for i in rows],
+            sets=self.sets.take(index),
+            signatures=self.signatures[index],
+            keys={banding: keys[index] for banding, keys in self.keys.items()},
+        )
 
 
 @dataclass
@@ -283,7 +313,8 @@ class Index:
                     for b in complete
                 },
             )
-            while batch := list(islice(iterator, batch_size)):
+            batches = iter(lambda: list(islice(iterator, batch_size)), [])
+            for batch in _ahead(lambda b: self._sign(b, max_chars, complete), batches):
                 self._add_batch(connection, batch, call)
                 if progress:
                     progress(len(batch))
@@ -291,15 +322,32 @@ class Index:
                 writer.finish()
         return call.result
 
-    def _add_batch(self, connection: Connection, batch: list[Document], call: _AddCall) -> None:
-        result, on_duplicate, on_empty = call.result, call.on_duplicate, call.on_empty
-        complete, active, find_duplicates = call.complete, call.active, call.find_duplicates
-        external_ids, texts, metadata = _unpack_documents(batch, call.max_chars)
-        keep = self._drop_duplicate_ids(connection, external_ids, on_duplicate, result)
-        normalized = [normalize(texts[i]) for i in keep]
-        empty = [i for i, t in zip(keep, normalized, strict=True) if not t]
+    def _sign(
+        self, documents: list[Document], max_chars: int, bandings: list[dict[str, Any]]
+    ) -> _Batch:
+        """Validate, normalize, shingle, MinHash and band a batch: no database work, so it
+        runs ahead in a worker thread (see _ahead)."""
+        external_ids, texts, metadata = _unpack_documents(documents, max_chars)
+        normalized = [normalize(t) for t in texts]
+        sets = shingle_sets(normalized, self.spec)
+        sigs = signatures(sets, self.spec)
+        return _Batch(
+            external_ids=external_ids,
+            texts=texts,
+            metadata=metadata,
+            content_hashes=[content_hash(t) for t in normalized],
+            sets=sets,
+            signatures=sigs,
+            keys={b["id"]: lsh.band_keys(sigs, b["bands"], b["rows"]) for b in bandings},
+        )
+
+    def _add_batch(self, connection: Connection, batch: _Batch, call: _AddCall) -> None:
+        result, active, find_duplicates = call.result, call.active, call.find_duplicates
+        external_ids = batch.external_ids
+        keep = self._drop_duplicate_ids(connection, external_ids, call.on_duplicate, result)
+        empty = [i for i in keep if batch.sets.counts[i] == 0]
         if empty:
-            if on_empty == "fail":
+            if call.on_empty == "fail":
                 raise EmptyDocumentError(
                     f"document {external_ids[empty[0]]!r} has no text after normalization "
                     f"({len(empty)} such document(s) in this batch); remove it, or pass "
@@ -308,36 +356,38 @@ class Index:
             result.skipped_empty.extend(external_ids[i] for i in empty)
             dropped = set(empty)
             keep = [i for i in keep if i not in dropped]
-            normalized = [t for t in normalized if t]
         if not keep:
             return
-        sets = shingle_sets(normalized, self.spec)
-        sigs = signatures(sets, self.spec)
-        keys = {b["id"]: lsh.band_keys(sigs, b["bands"], b["rows"]) for b in complete}
-        kept_ids = [external_ids[i] for i in keep]
+        if len(keep) < len(batch):
+            batch = batch.take(keep)
 
         if find_duplicates is not None and active is not None:
-            profiles = Profiles(sigs, sets if self.keep_text else None)
+            profiles = Profiles(batch.signatures, batch.sets if self.keep_text else None)
             found = self._duplicates_of_new(
-                connection, active["id"], keys[active["id"]], profiles, kept_ids, find_duplicates
+                connection,
+                active["id"],
+                batch.keys[active["id"]],
+                profiles,
+                batch.external_ids,
+                find_duplicates,
             )
             result.duplicates.update(found)
 
-        ids = self._store.allocate_document_ids(connection, len(keep))
+        ids = self._store.allocate_document_ids(connection, len(batch))
         self._store.insert_documents(
             connection,
             ids,
-            kept_ids,
-            [content_hash(t) for t in normalized],
-            sets.counts,
-            [texts[i] for i in keep] if self.keep_text else [None] * len(keep),
-            [metadata[i] for i in keep],
+            batch.external_ids,
+            batch.content_hashes,
+            batch.sets.counts,
+            batch.texts if self.keep_text else [None] * len(batch),
+            batch.metadata,
             call.ingested_at,
         )
-        self._store.insert_signatures(connection, ids, [pack(s) for s in sigs])
-        for banding_id, banding_keys in keys.items():
+        self._store.insert_signatures(connection, ids, batch.signatures)
+        for banding_id, banding_keys in batch.keys.items():
             call.writers[banding_id].write(ids, banding_keys)
-        result.added += len(keep)
+        result.added += len(batch)
 
     def _drop_duplicate_ids(
         self,
@@ -353,7 +403,7 @@ class Index:
             if external_id in seen:
                 repeated.append(i)
             seen.add(external_id)
-        existing = self._store.existing_external_ids(connection, list(seen))
+        existing = self._store.document_ids(connection, list(seen))
         if on_duplicate == "fail" and (existing or repeated):
             example = sorted(existing)[0] if existing else external_ids[repeated[0]]
             where = "is already indexed" if existing else "appears twice in the input"
@@ -914,6 +964,21 @@ def _database_errors(store: Store) -> Iterator[None]:
             f"database {url} failed: {reason}. Is the server running, the URL right and "
             "the disk not full? (a local PostgreSQL: `docker compose up -d`)"
         ) from None
+
+
+def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
+    """function(item) for each item, in order, computing the next result in a worker thread
+    while the caller uses this one: signing a batch overlaps writing the one before (the
+    kernels release the GIL, the driver does while it waits). Holds two results at most."""
+    with ThreadPoolExecutor(max_workers=1) as worker:
+        pending = None
+        for item in items:
+            future = worker.submit(function, item)
+            if pending is not None:
+                yield pending.result()
+            pending = future
+        if pending is not None:
+            yield pending.result()
 
 
 def _matches(

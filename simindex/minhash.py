@@ -34,7 +34,7 @@ def signatures(sets: ShingleSets, spec: SignatureSpec) -> np.ndarray:
     return out
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _minhash_kernel(hashes, offsets, a, b, out):
     num_perm = a.shape[0]
     for i in prange(offsets.shape[0] - 1):

@@ -65,6 +65,14 @@ class ShingleSets:
         """Number of distinct shingles per document (int64, shape (n,))."""
         return np.diff(self.offsets)
 
+    def take(self, rows: np.ndarray) -> ShingleSets:
+        """The sets of the given rows (int64 indices), in that order."""
+        counts = self.offsets[rows + 1] - self.offsets[rows]
+        offsets = np.zeros(rows.size + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+        starts = np.repeat(self.offsets[rows] - offsets[:-1], counts)
+        return ShingleSets(self.hashes[starts + np.arange(offsets[-1])], offsets)
+
 
 def shingle_sets(normalized_texts: Sequence[str], spec: SignatureSpec) -> ShingleSets:
     """Shingle hash sets of already-normalized texts (see :func:`normalize`)."""
@@ -87,7 +95,7 @@ def shingle_sets(normalized_texts: Sequence[str], spec: SignatureSpec) -> Shingl
     return ShingleSets(hashes, out_offsets)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _shingle_kernel(code_points, offsets, word_mode, k, out, spare, counts):
     for i in prange(offsets.shape[0] - 1):
         start = offsets[i]
@@ -174,7 +182,7 @@ def _sort_hashes(values, spare):
     values[:] = spare
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, nogil=True)
 def _compact(scratch, scratch_offsets, out_offsets, out):
     for i in prange(out_offsets.shape[0] - 1):
         src = scratch_offsets[i]

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import make_url
 
 from simindex.errors import DatabaseError
+from simindex.minhash import SIGNATURE_DTYPE
 from simindex.schema import (
     band_keys,
     bandings,
@@ -131,33 +132,27 @@ class Store:
 
     # -- documents -------------------------------------------------------------------------
 
-    def existing_external_ids(
-        self, connection: Connection, external_ids: Sequence[str]
-    ) -> set[str]:
-        found: set[str] = set()
-        for chunk in _chunks(list(external_ids), MAX_PARAMS):
-            query = select(documents.c.external_id).where(documents.c.external_id.in_(chunk))
-            found.update(connection.scalars(query))
-        return found
-
     def document_ids(self, connection: Connection, external_ids: Sequence[str]) -> dict[str, int]:
-        found: dict[str, int] = {}
-        for chunk in _chunks(list(external_ids), MAX_PARAMS):
-            query = select(documents.c.external_id, documents.c.id).where(
-                documents.c.external_id.in_(chunk)
-            )
-            found.update((k, v) for k, v in connection.execute(query))
-        return found
+        """external id -> document id, for those of ``external_ids`` that are indexed."""
+        if self.dialect == "postgresql":
+            wanted, params = "= ANY(CAST(:ids AS TEXT[]))", {"ids": list(external_ids)}
+        else:
+            wanted = "IN (SELECT value FROM json_each(:ids))"
+            params = {"ids": json.dumps(list(external_ids))}
+        found = connection.execute(
+            sa.text(f"SELECT external_id, id FROM documents WHERE external_id {wanted}"), params
+        )
+        return {external_id: int(i) for external_id, i in found}
 
     def allocate_document_ids(self, connection: Connection, count: int) -> np.ndarray:
         """``count`` new document ids (int64). Safe against concurrent writers: PostgreSQL
         draws them from the sequence; on SQLite the write transaction holds the lock."""
         if self.dialect == "postgresql":
-            rows = connection.exec_driver_sql(
-                "SELECT nextval(pg_get_serial_sequence('documents', 'id')) "
+            ids = connection.exec_driver_sql(
+                "SELECT array_agg(nextval(pg_get_serial_sequence('documents', 'id'))) "
                 f"FROM generate_series(1, {int(count)})"
-            )
-            return np.fromiter((r[0] for r in rows), dtype=np.int64, count=count)
+            ).scalar_one()
+            return np.array(ids, dtype=np.int64)
         # AUTOINCREMENT: never below an id handed out before, even if it was deleted.
         used = connection.exec_driver_sql(
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'documents'), 0),"
@@ -198,15 +193,18 @@ class Store:
                    "ingested_at"]  # fmt: skip
         self._bulk_insert(connection, "documents", columns, rows)
 
-    def insert_signatures(
-        self, connection: Connection, ids: np.ndarray, blobs: list[bytes]
-    ) -> None:
-        self._bulk_insert(
-            connection,
-            "signatures",
-            ["document_id", "minhashes"],
-            list(zip(ids.tolist(), blobs, strict=True)),
-        )
+    def insert_signatures(self, connection: Connection, ids: np.ndarray, sigs: np.ndarray) -> None:
+        """Signatures (uint32, (len(ids), num_perm)), each stored as minhash.pack does."""
+        packed = np.ascontiguousarray(sigs, dtype=SIGNATURE_DTYPE)
+        if self.dialect == "postgresql":
+            tuples = np.empty(len(ids), dtype=_signature_tuple(packed.shape[1]))
+            tuples["fields"], tuples["id_len"], tuples["sig_len"] = 2, 8, packed.shape[1] * 4
+            tuples["document_id"] = ids
+            tuples["minhashes"] = packed.view(tuples.dtype["minhashes"]).reshape(-1)
+            _copy_binary(connection, "signatures (document_id, minhashes)", tuples)
+            return
+        rows = zip(ids.tolist(), (row.tobytes() for row in packed), strict=True)
+        self._bulk_insert(connection, "signatures", ["document_id", "minhashes"], rows)
 
     def _bulk_insert(
         self, connection: Connection, table: str, columns: list[str], rows: Iterable[Sequence]
@@ -843,7 +841,6 @@ def _copy_band_keys_binary(
     doc: np.ndarray,
     options: str = "",
 ) -> None:
-    """COPY ... (FORMAT BINARY), the tuples laid out by numpy: no per-row Python."""
     tuples = np.empty(band.shape[0], dtype=_BAND_KEY_TUPLE)
     tuples["fields"] = 4
     tuples["banding_len"], tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 4, 2, 8, 8
@@ -851,11 +848,26 @@ def _copy_band_keys_binary(
     tuples["band"] = band
     tuples["key"] = key
     tuples["document_id"] = doc
+    _copy_binary(connection, f"{table} (banding_id, band, key, document_id)", tuples, options)
+
+
+def _signature_tuple(num_perm: int) -> np.dtype:
+    return np.dtype(
+        [
+            ("fields", ">i2"),
+            ("id_len", ">i4"), ("document_id", ">i8"),
+            ("sig_len", ">i4"), ("minhashes", f"V{4 * num_perm}"),
+        ]
+    )  # fmt: skip
+
+
+def _copy_binary(
+    connection: Connection, target: str, tuples: np.ndarray, options: str = ""
+) -> None:
+    """COPY target FROM STDIN (FORMAT BINARY): the tuples laid out by numpy (a structured
+    array of field lengths and big-endian values), so no Python runs per row."""
     cursor = connection.connection.dbapi_connection.cursor()
-    statement = (
-        f"COPY {table} (banding_id, band, key, document_id) FROM STDIN (FORMAT BINARY{options})"
-    )
-    with cursor.copy(statement) as copy:
+    with cursor.copy(f"COPY {target} FROM STDIN (FORMAT BINARY{options})") as copy:
         copy.write(_PG_BINARY_HEADER + tuples.tobytes() + _PG_BINARY_TRAILER)
 
 
