@@ -345,7 +345,8 @@ class Index:
         result, active, find_duplicates = call.result, call.active, call.find_duplicates
         external_ids = batch.external_ids
         keep = self._drop_duplicate_ids(connection, external_ids, call.on_duplicate, result)
-        empty = [i for i in keep if batch.sets.counts[i] == 0]
+        counts = batch.sets.counts
+        empty = [i for i in keep if counts[i] == 0]
         if empty:
             if call.on_empty == "fail":
                 raise EmptyDocumentError(
@@ -506,9 +507,8 @@ class Index:
     def _profiles(self, connection: Connection, ids: np.ndarray) -> tuple[Profiles, list[str]]:
         """Stored signatures (and shingle sets from stored text) of document ids, and their
         external ids, in the order of ``ids``."""
-        blobs = self._store.signatures_of(connection, ids)
         rows = self._store.documents_of(connection, ids)
-        sigs = unpack([blobs[int(i)] for i in ids], self.spec.num_perm)
+        sigs = unpack([rows[int(i)][2] for i in ids], self.spec.num_perm)
         names = [rows[int(i)][0] for i in ids]
         if not self.keep_text:
             return Profiles(sigs, None), names

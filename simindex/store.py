@@ -134,13 +134,9 @@ class Store:
 
     def document_ids(self, connection: Connection, external_ids: Sequence[str]) -> dict[str, int]:
         """external id -> document id, for those of ``external_ids`` that are indexed."""
-        if self.dialect == "postgresql":
-            wanted, params = "= ANY(CAST(:ids AS TEXT[]))", {"ids": list(external_ids)}
-        else:
-            wanted = "IN (SELECT value FROM json_each(:ids))"
-            params = {"ids": json.dumps(list(external_ids))}
+        among, params = self._among(list(external_ids), "TEXT")
         found = connection.execute(
-            sa.text(f"SELECT external_id, id FROM documents WHERE external_id {wanted}"), params
+            sa.text(f"SELECT external_id, id FROM documents WHERE external_id {among}"), params
         )
         return {external_id: int(i) for external_id, i in found}
 
@@ -148,11 +144,13 @@ class Store:
         """``count`` new document ids (int64). Safe against concurrent writers: PostgreSQL
         draws them from the sequence; on SQLite the write transaction holds the lock."""
         if self.dialect == "postgresql":
-            ids = connection.exec_driver_sql(
-                "SELECT array_agg(nextval(pg_get_serial_sequence('documents', 'id'))) "
-                f"FROM generate_series(1, {int(count)})"
+            # One step of the sequence for the whole range: simindex writers take turns
+            # (the advisory lock), so no other nextval() falls inside it.
+            last = connection.exec_driver_sql(
+                "SELECT setval(pg_get_serial_sequence('documents', 'id'), "
+                f"nextval(pg_get_serial_sequence('documents', 'id')) + {int(count) - 1})"
             ).scalar_one()
-            return np.array(ids, dtype=np.int64)
+            return np.arange(last - count + 1, last + 1, dtype=np.int64)
         # AUTOINCREMENT: never below an id handed out before, even if it was deleted.
         used = connection.exec_driver_sql(
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'documents'), 0),"
@@ -174,9 +172,25 @@ class Store:
     ) -> None:
         """``ingested_at``: an aware datetime, stored as UTC (SQLite: with microseconds, in
         SQLAlchemy's text format, so that comparisons with bound datetimes are right)."""
-        stamp: Any = ingested_at
-        if self.dialect == "sqlite":
-            stamp = ingested_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+        columns = ["id", "external_id", "content_hash", "shingle_count", "text", "metadata",
+                   "ingested_at"]  # fmt: skip
+        metadata_json = [None if m is None else json.dumps(m) for m in metadata]
+        if self.dialect == "postgresql":
+            values = zip(
+                map(str, ids.tolist()),
+                map(_copy_text_value, external_ids),
+                map(str, content_hashes),
+                map(str, shingle_counts.tolist()),
+                map(_copy_text_value, texts),
+                map(_copy_text_value, metadata_json),
+                itertools.repeat(ingested_at.isoformat()),
+            )
+            data = "".join("\t".join(row) + "\n" for row in values)
+            cursor = connection.connection.dbapi_connection.cursor()
+            with cursor.copy(f"COPY documents ({', '.join(columns)}) FROM STDIN") as copy:
+                copy.write(data.encode("utf-8"))
+            return
+        stamp = ingested_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         rows = list(
             zip(
                 ids.tolist(),
@@ -184,13 +198,11 @@ class Store:
                 content_hashes,
                 shingle_counts.tolist(),
                 texts,
-                [None if m is None else json.dumps(m) for m in metadata],
+                metadata_json,
                 [stamp] * len(ids),
                 strict=True,
             )
         )
-        columns = ["id", "external_id", "content_hash", "shingle_count", "text", "metadata",
-                   "ingested_at"]  # fmt: skip
         self._bulk_insert(connection, "documents", columns, rows)
 
     def insert_signatures(self, connection: Connection, ids: np.ndarray, sigs: np.ndarray) -> None:
@@ -238,25 +250,26 @@ class Store:
         return np.sort(np.random.default_rng(seed).choice(ids, size, replace=False))
 
     def signatures_of(self, connection: Connection, ids: np.ndarray) -> dict[int, bytes]:
-        found: dict[int, bytes] = {}
-        for chunk in _chunks(ids.tolist(), MAX_PARAMS):
-            query = select(signatures.c.document_id, signatures.c.minhashes).where(
-                signatures.c.document_id.in_(chunk)
-            )
-            found.update((k, v) for k, v in connection.execute(query))
-        return found
+        among, params = self._among(ids.tolist(), "BIGINT")
+        rows = connection.execute(
+            sa.text(f"SELECT document_id, minhashes FROM signatures WHERE document_id {among}"),
+            params,
+        )
+        return {int(i): bytes(blob) for i, blob in rows}
 
     def documents_of(
         self, connection: Connection, ids: np.ndarray
-    ) -> dict[int, tuple[str, str | None]]:
-        """id -> (external_id, text) for the given document ids."""
-        found: dict[int, tuple[str, str | None]] = {}
-        for chunk in _chunks(ids.tolist(), MAX_PARAMS):
-            query = select(documents.c.id, documents.c.external_id, documents.c.text).where(
-                documents.c.id.in_(chunk)
-            )
-            found.update((i, (e, t)) for i, e, t in connection.execute(query))
-        return found
+    ) -> dict[int, tuple[str, str | None, bytes]]:
+        """id -> (external_id, text, signature blob) for the given document ids."""
+        among, params = self._among(ids.tolist(), "BIGINT")
+        rows = connection.execute(
+            sa.text(
+                "SELECT d.id, d.external_id, d.text, s.minhashes FROM documents d "
+                f"JOIN signatures s ON s.document_id = d.id WHERE d.id {among}"
+            ),
+            params,
+        )
+        return {int(i): (e, t, bytes(blob)) for i, e, t, blob in rows}
 
     def iter_signatures(
         self, connection: Connection, chunk_size: int, after: int = 0
@@ -405,6 +418,13 @@ class Store:
         ).all()
         pairs_found = np.array(found, dtype=np.int64).reshape(-1, 2)
         return pairs_found[:, 0], pairs_found[:, 1]
+
+    def _among(self, values: list, sql_type: str) -> tuple[str, dict[str, Any]]:
+        """``IN values`` as SQL (to follow a column) and its bound parameter: one array on
+        PostgreSQL, one JSON list on SQLite, however many values (nothing is chunked)."""
+        if self.dialect == "postgresql":
+            return f"= ANY(CAST(:among AS {sql_type}[]))", {"among": values}
+        return "IN (SELECT value FROM json_each(:among))", {"among": json.dumps(values)}
 
     def _rows_source(self, columns: dict[str, np.ndarray]) -> tuple[str, dict[str, Any]]:
         """A FROM item named ``wanted`` whose rows are the given integer columns, and its bound
@@ -869,6 +889,16 @@ def _copy_binary(
     cursor = connection.connection.dbapi_connection.cursor()
     with cursor.copy(f"COPY {target} FROM STDIN (FORMAT BINARY{options})") as copy:
         copy.write(_PG_BINARY_HEADER + tuples.tobytes() + _PG_BINARY_TRAILER)
+
+
+def _copy_text_value(value: str | None) -> str:
+    """A value in COPY's text format: NULL is \\N; backslash, newline, return and tab are
+    escaped (str.replace runs in C, far faster than a per-row writer)."""
+    if value is None:
+        return "\\N"
+    return (
+        value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    )
 
 
 def _chunks(items: list, size: int) -> Iterator[list]:

@@ -129,12 +129,18 @@ def test_tricky_ids_and_texts_are_stored_as_given(db_url):
         ('"quoted" id', "SELECT * FROM pairs WHERE 1 = 1 OR 'a' = 'a'"),
         ("x" * 10_000, "y " * 5_000),
         ("ünïcødé ✓ 🎉", "emoji text 🎉🎉 and ümlauts here"),
+        ("tab\tand\\N", "a\tb\\c\nd\r\ne \\N \\. end\\"),  # COPY's special characters
     ]
     with Index.create(db_url) as index:
-        assert index.add(docs).added == 4
+        assert index.add(docs).added == len(docs)
         for external_id, text in docs:
             assert index.query(text, threshold=1.0)[0].external_id == external_id
         assert index.check() == []
+    engine = sa.create_engine(database_url(db_url))
+    with engine.connect() as connection:
+        stored = set(connection.exec_driver_sql("SELECT external_id, text FROM documents"))
+    engine.dispose()
+    assert stored == set(docs)
 
 
 def test_a_document_over_the_size_limit_is_refused_and_nothing_is_added(db_url):
