@@ -49,6 +49,9 @@ from simindex.store import BandKeyWriter, Store, create_engine, database_url, di
 from simindex.verify import Profiles, compare
 
 DEFAULT_BATCH_SIZE = 5_000
+# Band keys reband() holds at once: it makes the fewest passes over the signatures that keep
+# n_documents * bands_per_pass * 8 bytes below this (one pass at 400k documents x 42 bands).
+REBAND_MEMORY = 512 * 2**20
 DEFAULT_THRESHOLD = 0.8
 # Documents evaluate compares all pairs of: pairs grow with its square, and the exact join
 # takes seconds at this size.
@@ -819,8 +822,26 @@ class Index:
             old = self._store.bandings(connection)
             banding_id = self._store.create_banding(connection, bands, rows)
             writer = self._store.band_key_writer(connection, banding_id, bulk=True)
-            for ids, blobs in self._store.iter_signatures(connection, chunk_size):
-                writer.write(ids, lsh.band_keys(unpack(blobs, self.spec.num_perm), bands, rows))
+            documents = self._store.document_count(connection)
+            per_pass = max(1, REBAND_MEMORY // max(1, 8 * documents))
+            for first in range(0, bands, per_pass):
+                # The keys of bands first.. of every document, then each band's rows in key
+                # order: the whole banding arrives in primary-key order.
+                chosen = slice(first, min(first + per_pass, bands))
+                parts = [
+                    (ids, lsh.band_keys(unpack(blobs, self.spec.num_perm), bands, rows)[:, chosen])
+                    for ids, blobs in self._store.iter_signatures(connection, chunk_size)
+                ]
+                ids = np.concatenate([np.empty(0, np.int64)] + [p[0] for p in parts])
+                keys = np.concatenate([np.empty((0, chosen.stop - first), np.int64)]
+                                      + [p[1] for p in parts])  # fmt: skip
+                del parts
+                for band, order in enumerate(
+                    _ahead(lambda column: np.argsort(column, kind="stable"), keys.T), first
+                ):
+                    writer.write_rows(
+                        np.full(ids.size, band), keys[order, band - first], ids[order]
+                    )
             writer.finish()
             self._store.complete_banding(connection, banding_id)
             if activate:
@@ -967,18 +988,22 @@ def _database_errors(store: Store) -> Iterator[None]:
 
 
 def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-    """function(item) for each item, in order, computing the next result in a worker thread
-    while the caller uses this one: signing a batch overlaps writing the one before (the
-    kernels release the GIL, the driver does while it waits). Holds two results at most."""
+    """function(item) for each item, in order, while the caller uses the previous result:
+    a worker thread reads the next item and computes on it, so reading and signing a batch
+    overlap writing the one before (the kernels release the GIL, and the driver does while
+    it waits). At most two results exist at a time."""
+    items = iter(items)
+    done = object()
+
+    def produce() -> Any:
+        item = next(items, done)
+        return done if item is done else function(item)
+
     with ThreadPoolExecutor(max_workers=1) as worker:
-        pending = None
-        for item in items:
-            future = worker.submit(function, item)
-            if pending is not None:
-                yield pending.result()
-            pending = future
-        if pending is not None:
-            yield pending.result()
+        pending = worker.submit(produce)
+        while (result := pending.result()) is not done:
+            pending = worker.submit(produce)
+            yield result
 
 
 def _matches(

@@ -788,18 +788,21 @@ class BandKeyWriter:
         ).scalar_one()
         if exists:
             return
+        # banding_id defaults to the partition's banding: COPY leaves it out (a third less
+        # to send and parse).
         if bulk:
-            connection.exec_driver_sql(f"CREATE TABLE {self._table} (LIKE band_keys)")
-            # Proves the partition constraint, so ATTACH PARTITION needs no scan.
             connection.exec_driver_sql(
-                f"ALTER TABLE {self._table} ADD CONSTRAINT {self._table}_banding "
-                f"CHECK (banding_id = {int(banding_id)})"
+                f"CREATE TABLE {self._table} (LIKE band_keys, "
+                f"CONSTRAINT {self._table}_banding CHECK (banding_id = {int(banding_id)}))"
+            )  # the CHECK proves the partition bound, so ATTACH PARTITION needs no scan
+            connection.exec_driver_sql(
+                f"ALTER TABLE {self._table} ALTER banding_id SET DEFAULT {int(banding_id)}"
             )
             self._bulk = True
         else:
             connection.exec_driver_sql(
                 f"CREATE TABLE {self._table} PARTITION OF band_keys "
-                f"FOR VALUES IN ({int(banding_id)})"
+                f"(banding_id DEFAULT {int(banding_id)}) FOR VALUES IN ({int(banding_id)})"
             )
 
     def write(self, document_ids: np.ndarray, keys: np.ndarray) -> None:
@@ -809,14 +812,24 @@ class BandKeyWriter:
         doc = np.repeat(document_ids.astype(np.int64), bands)
         key = keys.reshape(-1)
         order = np.lexsort((doc, key, band))
-        band, key, doc = band[order], key[order], doc[order]
+        self.write_rows(band[order], key[order], doc[order])
+
+    def write_rows(self, band: np.ndarray, key: np.ndarray, document_id: np.ndarray) -> None:
+        """Rows (band, key, document_id), best in primary-key order: rows loaded in that
+        order make the index build after a bulk load a merge of sorted runs."""
         if self._store.dialect == "postgresql":
             freeze = ", FREEZE" if self._bulk else ""
-            _copy_band_keys_binary(
-                self._connection, self._table, self._banding_id, band, key, doc, freeze
+            tuples = np.empty(band.shape[0], dtype=_BAND_KEY_TUPLE)
+            tuples["fields"] = 3
+            tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 2, 8, 8
+            tuples["band"], tuples["key"], tuples["document_id"] = band, key, document_id
+            _copy_binary(
+                self._connection, f"{self._table} (band, key, document_id)", tuples, freeze
             )
             return
-        rows = zip(itertools.repeat(self._banding_id), band.tolist(), key.tolist(), doc.tolist())
+        rows = zip(
+            itertools.repeat(self._banding_id), band.tolist(), key.tolist(), document_id.tolist()
+        )
         self._store._bulk_insert(
             self._connection, "band_keys", ["banding_id", "band", "key", "document_id"], rows
         )
@@ -844,31 +857,11 @@ _PG_BINARY_TRAILER = b"\xff\xff"
 _BAND_KEY_TUPLE = np.dtype(
     [
         ("fields", ">i2"),
-        ("banding_len", ">i4"), ("banding_id", ">i4"),
         ("band_len", ">i4"), ("band", ">i2"),
         ("key_len", ">i4"), ("key", ">i8"),
         ("doc_len", ">i4"), ("document_id", ">i8"),
     ]
 )  # fmt: skip
-
-
-def _copy_band_keys_binary(
-    connection: Connection,
-    table: str,
-    banding_id: int,
-    band: np.ndarray,
-    key: np.ndarray,
-    doc: np.ndarray,
-    options: str = "",
-) -> None:
-    tuples = np.empty(band.shape[0], dtype=_BAND_KEY_TUPLE)
-    tuples["fields"] = 4
-    tuples["banding_len"], tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 4, 2, 8, 8
-    tuples["banding_id"] = banding_id
-    tuples["band"] = band
-    tuples["key"] = key
-    tuples["document_id"] = doc
-    _copy_binary(connection, f"{table} (banding_id, band, key, document_id)", tuples, options)
 
 
 def _signature_tuple(num_perm: int) -> np.dtype:

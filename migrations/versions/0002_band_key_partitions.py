@@ -4,6 +4,7 @@ A banding's keys are written once in bulk (its first ingest, or a re-band) and t
 (band, key). On PostgreSQL each banding gets its own partition of band_keys, so a bulk load
 fills a new, unindexed table and builds its primary key afterwards (a sort), instead of
 inserting millions of random keys into a live B-tree; dropping a banding drops its table.
+A partition's banding_id defaults to its banding, so COPY need not send it.
 The (banding_id, document_id) index goes on both backends: a document's keys are computed
 from its stored signature and found through the primary key.
 
@@ -51,7 +52,7 @@ def upgrade() -> None:
         for (banding_id,) in banding_ids.all():
             op.execute(
                 f"CREATE TABLE band_keys_{banding_id} PARTITION OF band_keys "
-                f"FOR VALUES IN ({banding_id})"
+                f"(banding_id DEFAULT {banding_id}) FOR VALUES IN ({banding_id})"
             )
             op.execute(
                 f"INSERT INTO band_keys_{banding_id} SELECT * FROM band_keys_0001 "
