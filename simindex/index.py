@@ -497,11 +497,12 @@ class Index:
         with self._transaction() as connection:
             active = self._active_banding(connection)
             keys = lsh.band_keys(profile.signatures, active["bands"], active["rows"])
-            _, doc_ids = self._store.lookup(connection, active["id"], keys)
-            doc_ids = doc_ids[doc_ids != exclude] if exclude is not None else doc_ids
-            if not doc_ids.size:
-                return []
-            stored, names = self._profiles(connection, doc_ids)
+            found = self._store.documents_in_buckets(connection, active["id"], keys)
+        found.pop(exclude, None)
+        if not found:
+            return []
+        doc_ids = np.array(sorted(found), dtype=np.int64)
+        stored, names = self._as_profiles(doc_ids, found)
         rows = np.arange(1, doc_ids.size + 1)  # the query is row 0 of the pool
         estimated, exact = compare(profile.concat(stored), np.zeros_like(rows), rows)
         matches = _matches([None, *names], rows, estimated, exact, threshold)
@@ -510,7 +511,12 @@ class Index:
     def _profiles(self, connection: Connection, ids: np.ndarray) -> tuple[Profiles, list[str]]:
         """Stored signatures (and shingle sets from stored text) of document ids, and their
         external ids, in the order of ``ids``."""
-        rows = self._store.documents_of(connection, ids)
+        return self._as_profiles(ids, self._store.documents_of(connection, ids))
+
+    def _as_profiles(
+        self, ids: np.ndarray, rows: dict[int, tuple[str, str | None, bytes]]
+    ) -> tuple[Profiles, list[str]]:
+        """Profiles of documents from their stored rows (see Store.documents_of)."""
         sigs = unpack([rows[int(i)][2] for i in ids], self.spec.num_perm)
         names = [rows[int(i)][0] for i in ids]
         if not self.keep_text:

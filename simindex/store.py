@@ -262,10 +262,32 @@ class Store:
     ) -> dict[int, tuple[str, str | None, bytes]]:
         """id -> (external_id, text, signature blob) for the given document ids."""
         among, params = self._among(ids.tolist(), "BIGINT")
+        return self._document_rows(connection, f"d.id {among}", params)
+
+    def documents_in_buckets(
+        self, connection: Connection, banding_id: int, keys: np.ndarray
+    ) -> dict[int, tuple[str, str | None, bytes]]:
+        """Like documents_of, for the documents sharing a bucket with any row of ``keys``
+        (int64, (m, bands)): a point query's candidates, in one round trip."""
+        m, bands = keys.shape
+        source, params = self._rows_source(
+            {"band": np.tile(np.arange(bands), m), "key": keys.reshape(-1)}
+        )
+        bucket_members = (
+            f"SELECT k.document_id FROM {source} CROSS JOIN band_keys k "
+            "WHERE k.banding_id = :banding_id AND k.band = wanted.band AND k.key = wanted.key"
+        )
+        return self._document_rows(
+            connection, f"d.id IN ({bucket_members})", {**params, "banding_id": banding_id}
+        )
+
+    def _document_rows(
+        self, connection: Connection, condition: str, params: dict[str, Any]
+    ) -> dict[int, tuple[str, str | None, bytes]]:
         rows = connection.execute(
             sa.text(
                 "SELECT d.id, d.external_id, d.text, s.minhashes FROM documents d "
-                f"JOIN signatures s ON s.document_id = d.id WHERE d.id {among}"
+                f"JOIN signatures s ON s.document_id = d.id WHERE {condition}"
             ),
             params,
         )
