@@ -532,7 +532,7 @@ class Index:
         *,
         full: bool = False,
         max_bucket_size: int = DEFAULT_MAX_BUCKET_SIZE,
-        chunk_size: int = 200_000,
+        chunk_size: int = 25_000,
     ) -> PairsReport:
         """Find candidate pairs of the active banding in the database (GROUP BY band, key),
         verify them, and store those with similarity >= threshold.
