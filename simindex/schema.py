@@ -76,16 +76,12 @@ documents = Table(
     sqlite_autoincrement=True,
 )
 
+# No foreign key: loading millions of rows through a per-row check costs more than the
+# load; Store.delete_documents deletes signatures itself.
 signatures = Table(
     "signatures",
     metadata,
-    Column(
-        "document_id",
-        DocumentId,
-        ForeignKey("documents.id", ondelete="CASCADE"),
-        primary_key=True,
-        autoincrement=False,
-    ),
+    Column("document_id", DocumentId, primary_key=True, autoincrement=False),
     Column("minhashes", LargeBinary, nullable=False),
 )
 

@@ -645,9 +645,10 @@ class Store:
         return np.array(sorted(ids), dtype=np.int64)
 
     def delete_documents(self, connection: Connection, ids: np.ndarray) -> None:
-        """Documents; their signatures, pairs and cluster rows go by cascade (band keys: see
-        :meth:`delete_band_keys`)."""
+        """Documents and their signatures; pairs and cluster rows go by cascade (band keys:
+        see :meth:`delete_band_keys`)."""
         for chunk in _chunks(ids.tolist(), MAX_PARAMS):
+            connection.execute(signatures.delete().where(signatures.c.document_id.in_(chunk)))
             connection.execute(documents.delete().where(documents.c.id.in_(chunk)))
 
     def delete_band_keys(
@@ -681,14 +682,18 @@ class Store:
     def integrity_problems(self, connection: Connection) -> list[str]:
         """What is inconsistent in the index, one sentence each (empty: all is well)."""
         problems = []
-        no_signature = connection.scalar(
-            select(func.count())
-            .select_from(documents)
-            .outerjoin(signatures, signatures.c.document_id == documents.c.id)
-            .where(signatures.c.document_id.is_(None))
-        )
+
+        def unmatched(table: sa.Table, column: sa.Column, other: sa.Table, key: sa.Column) -> int:
+            """Rows of ``table`` whose ``column`` matches no ``key`` of ``other``."""
+            query = select(func.count()).select_from(table).outerjoin(other, key == column)
+            return connection.scalar(query.where(key.is_(None)))
+
+        no_signature = unmatched(documents, documents.c.id, signatures, signatures.c.document_id)
         if no_signature:
             problems.append(f"{no_signature} document(s) have no signature")
+        stray = unmatched(signatures, signatures.c.document_id, documents, documents.c.id)
+        if stray:
+            problems.append(f"{stray} signature(s) belong to no document")
         all_bandings = self.bandings(connection)
         active = [b for b in all_bandings if b["is_active"]]
         if len(active) != 1:

@@ -57,6 +57,15 @@ def test_each_banding_is_an_indexed_partition_that_point_lookups_use(pg_url, new
     assert "Index Only Scan using band_keys_2_pkey on band_keys_2" in plan[0][0]
 
 
+def test_long_texts_are_compressed_with_lz4(pg_url):
+    Index.create(pg_url).close()
+    assert _sql(
+        pg_url,
+        "SELECT attcompression FROM pg_attribute "
+        "WHERE attrelid = 'documents'::regclass AND attname = 'text'",
+    ) == [("l",)]
+
+
 def test_a_bulk_load_that_fails_leaves_no_table_behind(pg_url, news):
     with Index.create(pg_url) as index:
         with pytest.raises(DuplicateIdError):

@@ -50,10 +50,14 @@ def test_check_finds_damage(db_url, news):
         connection.exec_driver_sql("DELETE FROM band_keys WHERE document_id = 5 AND band = 3")
         connection.exec_driver_sql("DELETE FROM signatures WHERE document_id = 7")
         connection.exec_driver_sql("INSERT INTO band_keys VALUES (1, 0, 123, 999)")
+        connection.exec_driver_sql(
+            "INSERT INTO signatures SELECT 998, minhashes FROM signatures WHERE document_id = 8"
+        )
     engine.dispose()
     with Index.open(db_url) as index:
         assert index.check() == [
             "1 document(s) have no signature",
+            "1 signature(s) belong to no document",
             "banding 1 (20 x 5): 0 document(s) have no band keys, 1 an incomplete set",
             "banding 1 (20 x 5): 1 band keys belong to no document",
         ]
