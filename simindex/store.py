@@ -405,7 +405,7 @@ class Store:
         if self.dialect == "postgresql" and touching is None:
             connection.exec_driver_sql("RESET enable_hashagg")
             connection.exec_driver_sql("RESET enable_sort")
-        for partition in result.partitions():
+        for partition in result.partitions(chunk_size):
             groups = [g if isinstance(g, list) else g.split(",") for (g,) in partition]
             sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
             offsets = np.zeros(len(groups) + 1, dtype=np.int64)
