@@ -148,12 +148,10 @@ class _Batch:
 class _AddCall:
     """The options and running result of one :meth:`Index.add` call."""
 
-    complete: list[dict[str, Any]]
     active: dict[str, Any] | None
     on_duplicate: OnDuplicate
     on_empty: OnDuplicate
     find_duplicates: float | None
-    max_chars: int
     ingested_at: datetime
     writers: dict[int, BandKeyWriter]
     result: AddResult = field(default_factory=AddResult)
@@ -304,12 +302,10 @@ class Index:
             # queried against the earlier ones.
             bulk = find_duplicates is None
             call = _AddCall(
-                complete=complete,
                 active=next((b for b in complete if b["is_active"]), None),
                 on_duplicate=on_duplicate,
                 on_empty=on_empty,
                 find_duplicates=find_duplicates,
-                max_chars=max_chars,
                 ingested_at=datetime.now(UTC),
                 writers={
                     b["id"]: self._store.band_key_writer(connection, b["id"], bulk=bulk)
@@ -555,14 +551,8 @@ class Index:
                 since = active["pairs_through"]
             touching = None
             if since is not None:  # only the buckets of documents added since
-                touching = np.concatenate(
-                    [np.empty((0, active["bands"]), np.int64)]
-                    + [
-                        lsh.band_keys(
-                            unpack(blobs, self.spec.num_perm), active["bands"], active["rows"]
-                        )  # fmt: skip
-                        for _, blobs in self._store.iter_signatures(connection, chunk_size, since)
-                    ]
+                _, touching = self._stored_keys(
+                    connection, active["bands"], active["rows"], after=since
                 )
             buckets = self._store.iter_buckets(connection, banding_id, touching)
             candidates = collect(buckets, max_bucket_size)
@@ -833,15 +823,10 @@ class Index:
             for first in range(0, bands, per_pass):
                 # The keys of bands first.. of every document, then each band's rows in key
                 # order: the whole banding arrives in primary-key order.
-                chosen = slice(first, min(first + per_pass, bands))
-                parts = [
-                    (ids, lsh.band_keys(unpack(blobs, self.spec.num_perm), bands, rows)[:, chosen])
-                    for ids, blobs in self._store.iter_signatures(connection, chunk_size)
-                ]
-                ids = np.concatenate([np.empty(0, np.int64)] + [p[0] for p in parts])
-                keys = np.concatenate([np.empty((0, chosen.stop - first), np.int64)]
-                                      + [p[1] for p in parts])  # fmt: skip
-                del parts
+                chosen = range(first, min(first + per_pass, bands))
+                ids, keys = self._stored_keys(
+                    connection, bands, rows, chosen, chunk_size=chunk_size
+                )
                 for band, order in enumerate(
                     _ahead(lambda column: np.argsort(column, kind="stable"), keys.T), first
                 ):
@@ -857,6 +842,27 @@ class Index:
                     if activate or not banding["is_active"]:
                         self._store.drop_banding(connection, banding["id"])
         return banding_id
+
+    def _stored_keys(
+        self,
+        connection: Connection,
+        bands: int,
+        rows: int,
+        chosen: range | None = None,
+        *,
+        after: int = 0,
+        chunk_size: int = 20_000,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Ids (ascending) of the documents above id ``after`` and their band keys for a
+        (bands x rows) banding (only the ``chosen`` bands), from their stored signatures."""
+        chosen = range(bands) if chosen is None else chosen
+        ids = [np.empty(0, np.int64)]
+        keys = [np.empty((0, len(chosen)), np.int64)]
+        for chunk_ids, blobs in self._store.iter_signatures(connection, chunk_size, after):
+            ids.append(chunk_ids)
+            sigs = unpack(blobs, self.spec.num_perm)
+            keys.append(lsh.band_keys(sigs, bands, rows)[:, chosen.start : chosen.stop])
+        return np.concatenate(ids), np.concatenate(keys)
 
     def check(self) -> list[str]:
         """Integrity problems of the index (an empty list when it is consistent): documents
