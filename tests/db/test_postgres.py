@@ -6,7 +6,7 @@ import sqlalchemy as sa
 from alembic import command
 
 from simindex import Index, migrate
-from simindex.errors import DatabaseError, DuplicateIdError
+from simindex.errors import DatabaseError, DuplicateIdError, InputError
 from simindex.store import create_engine, database_url
 
 
@@ -70,6 +70,10 @@ def test_a_bulk_load_that_fails_leaves_no_table_behind(pg_url, news):
     with Index.create(pg_url) as index:
         with pytest.raises(DuplicateIdError):
             index.add([*news, news[0]])
+        # A bad document in a later batch: the batches before it were written, then the
+        # error comes from the signing thread and the whole call rolls back.
+        with pytest.raises(InputError, match="bad"):
+            index.add([*news[:50], ("bad", None), *news[50:]], batch_size=10)
         assert index.stats()["documents"] == 0
     assert _sql(pg_url, "SELECT to_regclass('band_keys_1') IS NULL") == [(True,)]
 
