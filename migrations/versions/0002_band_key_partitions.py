@@ -24,6 +24,8 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
+# The view as 0001 made it (it reads band_keys, so it is dropped and made again around the
+# change; migrations are frozen history and don't import each other).
 BUCKET_SIZES = """
 CREATE VIEW bucket_sizes AS
 SELECT size, count(*) AS buckets
