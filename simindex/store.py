@@ -269,16 +269,10 @@ class Store:
     ) -> dict[int, tuple[str, str | None, bytes]]:
         """Like documents_of, for the documents sharing a bucket with any row of ``keys``
         (int64, (m, bands)): a point query's candidates, in one round trip."""
-        m, bands = keys.shape
-        source, params = self._rows_source(
-            {"band": np.tile(np.arange(bands), m), "key": keys.reshape(-1)}
-        )
-        bucket_members = (
-            f"SELECT k.document_id FROM {source} CROSS JOIN band_keys k "
-            "WHERE k.banding_id = :banding_id AND k.band = wanted.band AND k.key = wanted.key"
-        )
+        band, key, _ = _key_rows(keys)
+        joined, params = self._sharing_buckets(banding_id, {"band": band, "key": key})
         return self._document_rows(
-            connection, f"d.id IN ({bucket_members})", {**params, "banding_id": banding_id}
+            connection, f"d.id IN (SELECT k.document_id FROM {joined})", params
         )
 
     def _document_rows(
@@ -374,8 +368,8 @@ class Store:
         ``members[offsets[i]:offsets[i + 1]]``.
         """
         aggregate = "array_agg" if self.dialect == "postgresql" else "group_concat"
-        params: dict[str, Any] = {"banding_id": banding_id}
         if touching is None:
+            params: dict[str, Any] = {"banding_id": banding_id}
             statement = (
                 f"SELECT {aggregate}(document_id) FROM band_keys WHERE banding_id = :banding_id "
                 "GROUP BY band, key HAVING count(*) > 1"
@@ -386,17 +380,15 @@ class Store:
                 connection.exec_driver_sql("SET LOCAL enable_hashagg = off")
                 connection.exec_driver_sql("SET LOCAL enable_sort = off")
         else:
-            n, bands = touching.shape
-            wanted = np.unique(
-                np.column_stack((np.tile(np.arange(bands), n), touching.reshape(-1))), axis=0
+            band, key, _ = _key_rows(touching)
+            wanted = np.unique(np.column_stack((band, key)), axis=0)  # each bucket once
+            joined, params = self._sharing_buckets(
+                banding_id, {"band": wanted[:, 0], "key": wanted[:, 1]}
             )
-            source, params = self._rows_source({"band": wanted[:, 0], "key": wanted[:, 1]})
             statement = (
-                f"SELECT {aggregate}(k.document_id) FROM {source} CROSS JOIN band_keys k "
-                "WHERE k.banding_id = :banding_id AND k.band = wanted.band "
-                "AND k.key = wanted.key GROUP BY wanted.band, wanted.key HAVING count(*) > 1"
+                f"SELECT {aggregate}(k.document_id) FROM {joined} "
+                "GROUP BY wanted.band, wanted.key HAVING count(*) > 1"
             )
-            params["banding_id"] = banding_id
         result = connection.execute(
             sa.text(statement),
             params,
@@ -422,21 +414,11 @@ class Store:
 
         Returns (query_rows, document_ids), each distinct pair once.
         """
-        m, bands = keys.shape
-        source, params = self._rows_source(
-            {
-                "q": np.repeat(np.arange(m), bands),
-                "band": np.tile(np.arange(bands), m),
-                "key": keys.reshape(-1),
-            }
-        )
+        band, key, q = _key_rows(keys, np.arange(keys.shape[0]))
+        joined, params = self._sharing_buckets(banding_id, {"q": q, "band": band, "key": key})
         found = connection.execute(
-            sa.text(
-                f"SELECT DISTINCT wanted.q, k.document_id FROM {source} CROSS JOIN band_keys k "
-                "WHERE k.banding_id = :banding_id AND k.band = wanted.band "
-                "AND k.key = wanted.key ORDER BY 1, 2"
-            ),
-            {**params, "banding_id": banding_id},
+            sa.text(f"SELECT DISTINCT wanted.q, k.document_id FROM {joined} ORDER BY 1, 2"),
+            params,
         ).all()
         pairs_found = np.array(found, dtype=np.int64).reshape(-1, 2)
         return pairs_found[:, 0], pairs_found[:, 1]
@@ -447,6 +429,19 @@ class Store:
         if self.dialect == "postgresql":
             return f"= ANY(CAST(:among AS {sql_type}[]))", {"among": values}
         return "IN (SELECT value FROM json_each(:among))", {"among": json.dumps(values)}
+
+    def _sharing_buckets(
+        self, banding_id: int, columns: dict[str, np.ndarray]
+    ) -> tuple[str, dict[str, Any]]:
+        """``FROM ... WHERE`` pairing each row of ``columns`` (which has band and key) with
+        the band_keys rows ``k`` of its bucket, found through the primary key; and its
+        parameters."""
+        source, params = self._rows_source(columns)
+        joined = (
+            f"{source} CROSS JOIN band_keys k WHERE k.banding_id = :banding_id "
+            "AND k.band = wanted.band AND k.key = wanted.key"
+        )
+        return joined, {**params, "banding_id": banding_id}
 
     def _rows_source(self, columns: dict[str, np.ndarray]) -> tuple[str, dict[str, Any]]:
         """A FROM item named ``wanted`` whose rows are the given integer columns, and its bound
@@ -656,14 +651,8 @@ class Store:
     ) -> None:
         """The band keys of documents (``keys``: int64 of shape (len(document_ids), bands),
         computed from their signatures), each row found through the primary key."""
-        n, bands = keys.shape
-        source, params = self._rows_source(
-            {
-                "band": np.tile(np.arange(bands), n),
-                "key": keys.reshape(-1),
-                "document_id": np.repeat(document_ids, bands),
-            }
-        )
+        band, key, document_id = _key_rows(keys, document_ids)
+        source, params = self._rows_source({"band": band, "key": key, "document_id": document_id})
         if self.dialect == "postgresql":
             statement = (
                 f"DELETE FROM band_keys k USING {source} WHERE k.banding_id = :banding_id "
@@ -786,6 +775,16 @@ class Store:
 BULK_INDEX_MEMORY = "256MB"
 
 
+def _key_rows(
+    keys: np.ndarray, owners: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """A key matrix (int64, (n, bands)) as rows: (band, key, owner of the row) arrays of
+    n * bands, row by row; owner is None when ``owners`` (one per matrix row) is not given."""
+    n, bands = keys.shape
+    owner = None if owners is None else np.repeat(owners, bands)
+    return np.tile(np.arange(bands, dtype=np.int64), n), keys.reshape(-1), owner
+
+
 def _partition(banding_id: int) -> str:
     """The PostgreSQL partition of band_keys that holds one banding's keys."""
     return f"band_keys_{int(banding_id)}"
@@ -834,10 +833,7 @@ class BandKeyWriter:
 
     def write(self, document_ids: np.ndarray, keys: np.ndarray) -> None:
         """Band keys of documents: ``keys`` is int64 of shape (len(document_ids), bands)."""
-        n, bands = keys.shape
-        band = np.tile(np.arange(bands, dtype=np.int64), n)
-        doc = np.repeat(document_ids.astype(np.int64), bands)
-        key = keys.reshape(-1)
+        band, key, doc = _key_rows(keys, document_ids.astype(np.int64))
         order = np.lexsort((doc, key, band))
         self.write_rows(band[order], key[order], doc[order])
 
