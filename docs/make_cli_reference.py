@@ -12,8 +12,10 @@ HEADER = """# CLI reference
 Generated from `--help` by `python docs/make_cli_reference.py`; a test fails when a command or
 option is missing here. Every command takes `--db` (or the `SIMINDEX_DATABASE_URL` environment
 variable): a SQLite file path, `sqlite:///path`, or `postgresql://user@host:port/database`;
-without it, `./simindex.db`. Data goes to stdout, progress and summaries to stderr; a user
-error prints one `Error: ...` line and exits with status 1.
+without it, `./simindex.db`. `--db` may also come before the command and applies to it
+(`simindex --db news.db stats`, like `git -C`); given after the command too, that one wins.
+Data goes to stdout, progress and summaries to stderr; a user error prints one `Error: ...`
+line and exits with status 1.
 """
 
 
@@ -28,11 +30,12 @@ def commands(group, path=()):
 def main() -> None:
     runner = CliRunner()
     sections = [HEADER]
-    for path in commands(typer.main.get_command(app)):
+    for path in [(), *commands(typer.main.get_command(app))]:
         result = runner.invoke(app, [*path, "--help"], terminal_width=100, env={"NO_COLOR": "1"})
         lines = result.output.replace("Usage: root", "Usage: simindex").splitlines()
         help_text = "\n".join(line.rstrip() for line in lines).strip("\n")
-        sections.append(f"## `simindex {' '.join(path)}`\n\n```text\n{help_text}\n```\n")
+        name = " ".join(("simindex", *path))
+        sections.append(f"## `{name}`\n\n```text\n{help_text}\n```\n")
     target = Path(__file__).with_name("cli.md")
     target.write_text("\n".join(sections), encoding="utf-8")
     print(f"wrote {target}")

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from importlib.metadata import version
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -26,11 +27,18 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from simindex import banding as lsh
-from simindex import migrate
 from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import InputError, ParameterError, SimindexError
 from simindex.evaluate import CandidateEstimate, Evaluation
-from simindex.index import DEFAULT_BATCH_SIZE, DEFAULT_SAMPLE, DEFAULT_THRESHOLD, Index, Match
+from simindex.index import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_SAMPLE,
+    DEFAULT_THRESHOLD,
+    Index,
+    Match,
+    schema_revision,
+    upgrade_schema,
+)
 from simindex.readers import (
     DEFAULT_MAX_CHARS,
     detect_format,
@@ -40,7 +48,7 @@ from simindex.readers import (
 )
 from simindex.report import require_matplotlib, write_report
 from simindex.spec import SignatureSpec
-from simindex.store import create_engine, database_url, display_url
+from simindex.store import database_url, display_url
 from simindex.writers import write_records
 
 app = typer.Typer(
@@ -56,15 +64,20 @@ app.add_typer(db_app, name="db")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
+
+def _inherit(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
+    """A global option given before the command (``simindex --db X stats``, like ``git -C``)
+    is the default of the same option after it; the one after the command wins."""
+    return ctx.find_root().params.get(param.name) if value is None else value
+
+
+DB_HELP = (
+    "Database: a SQLite file path, sqlite:///path or postgresql://user@host/db. "
+    "Default: $SIMINDEX_DATABASE_URL, else ./simindex.db"
+)
 Db = Annotated[
     str | None,
-    typer.Option(
-        "--db",
-        envvar="SIMINDEX_DATABASE_URL",
-        help="Database: a SQLite file path, sqlite:///path or postgresql://user@host/db. "
-        "Default: ./simindex.db",
-        show_default=False,
-    ),
+    typer.Option("--db", help=DB_HELP, callback=_inherit, show_default=False),
 ]
 Threshold = Annotated[
     float | None,
@@ -123,6 +136,30 @@ class Shingle(StrEnum):
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"simindex {version('simindex')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    db: Annotated[
+        str | None,
+        typer.Option("--db", envvar="SIMINDEX_DATABASE_URL", help=DB_HELP, show_default=False),
+    ] = None,
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """A persistent near-duplicate index: MinHash LSH in SQLite or PostgreSQL.
+
+    Global options go before the command and apply to it: `simindex --db news.db stats`."""
+
+
 def user_errors(function: F) -> F:
     """Print a SimindexError as one line and exit 1, without a traceback."""
 
@@ -159,7 +196,7 @@ def init(
         bool, typer.Option(help="Store document text (enables exact verification).")
     ] = True,
 ) -> None:
-    """Create an index in an empty database."""
+    """Create an index in an empty database (or complete a half-created one)."""
     spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
     with Index.create(
         db, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
@@ -214,9 +251,6 @@ def ingest(
     All files go in one transaction: on an error nothing is added."""
     index, created = Index.open_or_create(db)
     with index, _ErrorLog(error_log) as errors:
-        if created:
-            err.print(f"Created a new index in {index.url}", highlight=False)
-            _describe_index(index)
         started = time.perf_counter()
         report = errors.add if on_error is Policy.skip else None
         with _progress("Ingesting") as advance:
@@ -246,6 +280,8 @@ def ingest(
             + (f"; skipped {len(result.skipped_empty):,} empty" if result.skipped_empty else ""),
             highlight=False,
         )
+        if created:  # in the same transaction as the documents: a failure leaves no index
+            _describe_index(index)
 
 
 @app.command()
@@ -261,6 +297,13 @@ def query(
     ] = None,
     threshold: Threshold = None,
     limit: Annotated[int, typer.Option(help="At most this many matches.")] = 20,
+    max_bucket_size: Annotated[
+        int,
+        typer.Option(
+            help="Of a larger bucket only this many members (the earliest) are compared, as "
+            "`pairs` does: bounds the time on skewed data."
+        ),
+    ] = DEFAULT_MAX_BUCKET_SIZE,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
 ) -> None:
     """Find indexed documents similar to a text, a file, or an indexed document."""
@@ -269,14 +312,18 @@ def query(
         raise ParameterError("give exactly one of: a TEXT argument, --file, or --id")
     with Index.open(db) as index:
         if doc_id is not None:
-            matches = index.query_id(doc_id, threshold=threshold, limit=limit)
+            matches = index.query_id(
+                doc_id, threshold=threshold, limit=limit, max_bucket_size=max_bucket_size
+            )
         else:
             if file is not None:
                 try:
                     text = file.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError) as exc:
                     raise InputError(f"{file}: can't read as UTF-8 text: {exc}") from None
-            matches = index.query(text or "", threshold=threshold, limit=limit)
+            matches = index.query(
+                text or "", threshold=threshold, limit=limit, max_bucket_size=max_bucket_size
+            )
         _print_matches(matches, as_json)
         err.print(f"{len(matches)} match(es)", highlight=False)
 
@@ -416,7 +463,7 @@ def dedup(
         str | None,
         typer.Option(
             "--db",
-            envvar="SIMINDEX_DATABASE_URL",
+            callback=_inherit,
             help="Keep the index in this database (and drop duplicates of what it already holds); default: a temporary SQLite file.",
             show_default=False,
         ),
@@ -550,7 +597,12 @@ def reband(
     threshold: Annotated[
         float | None, typer.Option(help="Tune the new banding for this threshold instead.")
     ] = None,
-    activate: Annotated[bool, typer.Option(help="Make the new banding the active one.")] = True,
+    activate: Annotated[
+        bool,
+        typer.Option(
+            help="Make the new banding the active one (else later: `simindex activate ID`)."
+        ),
+    ] = True,
     drop_old: Annotated[
         bool, typer.Option(help="Delete the other bandings (and their band keys and pairs).")
     ] = False,
@@ -568,9 +620,27 @@ def reband(
         banding_id = index.reband(bands, rows, activate=activate, drop_old=drop_old)
         err.print(
             f"Built banding {banding_id} ({bands} bands x {rows} rows) in {time.perf_counter() - started:.1f} s"
-            + ("; it is now active" if activate else ""),
+            + (
+                "; it is now active"
+                if activate
+                else f"; `simindex activate {banding_id}` activates it"
+            ),
             highlight=False,
         )
+
+
+@app.command()
+@user_errors
+def activate(
+    banding_id: Annotated[
+        int, typer.Argument(help="The banding's id (`simindex stats` lists them).")
+    ],
+    db: Db = None,
+) -> None:
+    """Make a complete banding (from `reband --no-activate`) the active one."""
+    with Index.open(db) as index:
+        index.activate(banding_id)
+    err.print(f"Banding {banding_id} is now active", highlight=False)
 
 
 @app.command()
@@ -835,40 +905,35 @@ def _estimate_text(estimate: CandidateEstimate) -> str:
 @db_app.command()
 @user_errors
 def upgrade(db: Db = None) -> None:
-    """Create or migrate the schema to this simindex's revision."""
-    engine = create_engine(database_url(db))
-    try:
-        before, after = migrate.upgrade(engine)
-    finally:
-        engine.dispose()
+    """Migrate an index's schema to this simindex's revision (`init` creates new ones)."""
+    before, after = upgrade_schema(db)
+    where = display_url(database_url(db))
     if before == after:
-        err.print(f"{display_url(str(engine.url))} is already at revision {after}", highlight=False)
+        err.print(f"{where} is already at revision {after}", highlight=False)
     else:
-        err.print(
-            f"Upgraded {display_url(str(engine.url))} from {before or 'an empty database'} to {after}",
-            highlight=False,
-        )
+        err.print(f"Upgraded {where} from {before} to {after}", highlight=False)
 
 
 @db_app.command()
 @user_errors
 def current(db: Db = None) -> None:
-    """Show the database's schema revision and the one this simindex needs."""
-    engine = create_engine(database_url(db))
-    try:
-        with engine.connect() as connection:
-            revision = migrate.current_revision(connection)
-    finally:
-        engine.dispose()
-    head = migrate.head_revision()
-    state = "up to date" if revision == head else "run `simindex db upgrade`"
+    """Show the database's schema revision, the one this simindex needs, and what to do."""
+    revision, needed, advice = schema_revision(db)
     out.print(
-        f"database revision: {revision or 'none'}\nsimindex needs:    {head} ({state})",
+        f"database revision: {revision or 'none'}\nsimindex needs:    {needed} ({advice})",
         highlight=False,
     )
 
 
 def _describe_index(index: Index) -> None:
+    """What a new index is: where, how it signs, its banding."""
+    if index.completed_half_created:
+        err.print(
+            f"Completed the half-created index in {index.url} (it had a schema but no settings)",
+            highlight=False,
+        )
+    else:
+        err.print(f"Created a new index in {index.url}", highlight=False)
     active = next(b for b in index.bandings() if b["is_active"])
     p = lsh.candidate_probability(index.threshold, active["bands"], active["rows"])
     err.print(

@@ -15,7 +15,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -37,6 +37,7 @@ from simindex.errors import (
     EmptyDocumentError,
     InputError,
     ParameterError,
+    SchemaVersionError,
     SimindexError,
 )
 from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
@@ -162,7 +163,7 @@ class Index:
 
     def __init__(self, store: Store, settings: dict[str, Any]):
         self._store = store
-        self.url = display_url(str(store.engine.url))
+        self.url = display_url(store.engine.url)
         self.spec = SignatureSpec(
             shingle=settings["shingle"],
             k=settings["k"],
@@ -174,6 +175,9 @@ class Index:
         self.keep_text = bool(settings["keep_text"])
         self.threshold = float(settings["threshold"])
         self.settings = settings
+        # (bands, rows) of the first banding while creation waits for the first transaction.
+        self._pending: tuple[int, int] | None = None
+        self.completed_half_created = False
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -188,12 +192,36 @@ class Index:
         rows: int | None = None,
         keep_text: bool = True,
     ) -> Index:
-        """Create an index in an empty database (no URL: ./simindex.db).
+        """Create an index in an empty database (no URL: ./simindex.db): the schema, the
+        settings row and the first banding in one transaction, so a failure or a kill
+        leaves the database as it was.
 
         The first banding is (bands, rows) when given, else the tuner's choice for
         ``threshold`` (see banding.tune_threshold). Raises DatabaseError if the database
-        already holds an index.
+        already holds an index, or tables of the same names. A half-created index (a
+        schema with no settings and no documents, which older versions could leave) is
+        completed, and ``completed_half_created`` is True.
         """
+        index = cls._deferred(
+            url, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
+        )
+        with index._transaction(write=True):
+            pass
+        return index
+
+    @classmethod
+    def _deferred(
+        cls,
+        url: str | os.PathLike[str] | None,
+        spec: SignatureSpec | None = None,
+        *,
+        threshold: float = DEFAULT_THRESHOLD,
+        bands: int | None = None,
+        rows: int | None = None,
+        keep_text: bool = True,
+    ) -> Index:
+        """An index that creates itself in its first transaction (see create): a first
+        add() that fails leaves no index behind."""
         spec = spec or SignatureSpec()
         if not 0 < threshold <= 1:
             raise ParameterError(f"threshold must be within (0, 1], got {threshold}")
@@ -204,59 +232,70 @@ class Index:
             bands, rows = chosen.bands, chosen.rows
         lsh.check_banding(bands, rows, spec.num_perm)
         store = _connect(url)
-        with _database_errors(store):
-            with store.read() as connection:
-                if store.has_tables(connection):
-                    raise DatabaseError(
-                        f"{display_url(str(store.engine.url))} already holds a simindex index; "
-                        "open it, or choose another database"
-                    )
-            migrate.upgrade(store.engine)
-            with store.write() as connection:
-                settings = {
-                    **spec.to_dict(),
-                    "keep_text": keep_text,
-                    "threshold": threshold,
-                    "created_by": f"simindex {version('simindex')}",
-                }
-                store.write_settings(connection, settings)
-                banding_id = store.create_banding(connection, bands, rows)
-                store.complete_banding(connection, banding_id)
-                store.activate_banding(connection, banding_id)
-                settings = store.read_settings(connection)
-        return cls(store, settings)
+        with _database_errors(store), store.read() as connection:
+            state = _index_state(store, connection)
+        if state == "index":
+            raise _already_an_index(store)
+        settings = {
+            **spec.to_dict(),
+            "keep_text": keep_text,
+            "threshold": threshold,
+            "created_by": f"simindex {version('simindex')}",
+        }
+        index = cls(store, settings)
+        index._pending = (bands, rows)
+        index.completed_half_created = state == "half-created"
+        return index
+
+    def _create(self, connection: Connection) -> None:
+        """The deferred creation: schema, settings and first banding, in the caller's
+        transaction (which holds the writer lock)."""
+        assert self._pending is not None
+        if _index_state(self._store, connection) == "index":  # made meanwhile by another
+            raise _already_an_index(self._store)
+        migrate.upgrade(connection)
+        self._store.write_settings(connection, self.settings)
+        banding_id = self._store.create_banding(connection, *self._pending)
+        self._store.complete_banding(connection, banding_id)
+        self._store.activate_banding(connection, banding_id)
+        self.settings = self._store.read_settings(connection)
 
     @classmethod
     def open(cls, url: str | os.PathLike[str] | None = None) -> Index:
-        """Open an existing index; refuses a database whose schema is not this version's."""
-        store = _connect(url)
+        """Open an existing index; refuses a missing SQLite file (it is not created), a
+        database with no index or half an index, and one whose schema is not this version's."""
+        store = _connect(url, must_exist=True)
         with _database_errors(store), store.read() as connection:
-            if not store.has_tables(connection):
+            state = _index_state(store, connection)
+            if state == "none":
                 raise DatabaseError(
-                    f"{display_url(str(store.engine.url))} holds no simindex index; "
+                    f"{display_url(store.engine.url)} holds no simindex index; "
                     "create one with `simindex init` (or `simindex ingest`, which creates it)"
+                )
+            if state == "half-created":
+                raise DatabaseError(
+                    f"{display_url(store.engine.url)} holds a half-created simindex index (a "
+                    "schema but no settings and no documents, left by an older simindex); "
+                    "`simindex init` (or `simindex ingest`) completes it"
                 )
             migrate.check_current(connection)
             settings = store.read_settings(connection)
-        if settings is None:
-            raise DatabaseError(
-                "the index has no settings row: it was not created by simindex init"
-            )
         return cls(store, settings)
 
     @classmethod
     def open_or_create(
         cls, url: str | os.PathLike[str] | None = None, **create_options: Any
     ) -> tuple[Index, bool]:
-        """Open the index at ``url``, creating it (with ``create_options``) if the database
-        has none. Returns (index, created)."""
+        """Open the index at ``url``, or prepare one (with ``create_options``, see create)
+        that is created in the same transaction as its first add(): if that fails, no index
+        is left behind. Returns (index, created)."""
         store = _connect(url)
         with _database_errors(store), store.read() as connection:
-            exists = store.has_tables(connection)
+            exists = _index_state(store, connection) == "index"
         store.engine.dispose()
         if exists:
             return cls.open(url), False
-        return cls.create(url, **create_options), True
+        return cls._deferred(url, **create_options), True
 
     def close(self) -> None:
         self._store.engine.dispose()
@@ -462,9 +501,18 @@ class Index:
     # -- querying --------------------------------------------------------------------------
 
     def query(
-        self, text: str, *, threshold: float | None = None, limit: int | None = None
+        self,
+        text: str,
+        *,
+        threshold: float | None = None,
+        limit: int | None = None,
+        max_bucket_size: int = DEFAULT_MAX_BUCKET_SIZE,
     ) -> list[Match]:
-        """Indexed documents similar to ``text`` (>= threshold; default the index's), best first."""
+        """Indexed documents similar to ``text`` (>= threshold; default the index's), best
+        first. Of a bucket with more than ``max_bucket_size`` members only that many (the
+        earliest documents) are compared, as find_pairs links a hot bucket's members to
+        one: a match found only through such buckets, and not among their earliest
+        members, is missed. That bounds a query's time and memory on skewed data."""
         normalized = normalize(text)
         if not normalized:
             raise EmptyDocumentError(
@@ -472,28 +520,46 @@ class Index:
             )
         sets = shingle_sets([normalized], self.spec)
         profile = Profiles(signatures(sets, self.spec), sets if self.keep_text else None)
-        return self._query_profile(profile, threshold, limit, exclude=None)
+        return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=None)
 
     def query_id(
-        self, external_id: str, *, threshold: float | None = None, limit: int | None = None
+        self,
+        external_id: str,
+        *,
+        threshold: float | None = None,
+        limit: int | None = None,
+        max_bucket_size: int = DEFAULT_MAX_BUCKET_SIZE,
     ) -> list[Match]:
-        """Indexed documents similar to the indexed document ``external_id`` (itself excluded)."""
+        """Indexed documents similar to the indexed document ``external_id`` (itself
+        excluded); hot buckets are bounded as in :meth:`query`."""
         with self._transaction() as connection:
             found = self._store.document_ids(connection, [external_id])
             if not found:
                 raise InputError(f"no document with id {external_id!r} is indexed")
             document_id = found[external_id]
             profile, _ = self._profiles(connection, np.array([document_id], dtype=np.int64))
-        return self._query_profile(profile, threshold, limit, exclude=document_id)
+        # + 1: the document itself is in each of its buckets, and is left out.
+        return self._query_profile(
+            profile, threshold, limit, max_bucket_size + 1, exclude=document_id
+        )
 
     def _query_profile(
-        self, profile: Profiles, threshold: float | None, limit: int | None, exclude: int | None
+        self,
+        profile: Profiles,
+        threshold: float | None,
+        limit: int | None,
+        max_bucket_size: int,
+        exclude: int | None,
     ) -> list[Match]:
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
+        if max_bucket_size < 1:
+            raise ParameterError(f"max_bucket_size must be at least 1, got {max_bucket_size}")
         with self._transaction() as connection:
             active = self._active_banding(connection)
             keys = lsh.band_keys(profile.signatures, active["bands"], active["rows"])
-            found = self._store.documents_in_buckets(connection, active["id"], keys)
+            found = self._store.documents_in_buckets(
+                connection, active["id"], keys, max_bucket_size
+            )
         found.pop(exclude, None)
         if not found:
             return []
@@ -843,6 +909,22 @@ class Index:
                         self._store.drop_banding(connection, banding["id"])
         return banding_id
 
+    def activate(self, banding_id: int) -> None:
+        """Make a complete banding (built by ``reband(..., activate=False)``) the active
+        one: queries, pairs and the SQL views use it from the commit on."""
+        with self._transaction(write=True) as connection:
+            found = [b for b in self._store.bandings(connection) if b["id"] == banding_id]
+            if not found:
+                raise ParameterError(
+                    f"there is no banding {banding_id}; `simindex stats` lists the bandings"
+                )
+            if found[0]["state"] != "complete":
+                raise ParameterError(
+                    f"banding {banding_id} is {found[0]['state']}, not complete: it can't "
+                    "be activated; build a new one with `simindex reband`"
+                )
+            self._store.activate_banding(connection, banding_id)
+
     def _stored_keys(
         self,
         connection: Connection,
@@ -869,7 +951,8 @@ class Index:
         without a signature or a complete set of band keys for every complete banding,
         band keys of no document, not exactly one active and complete banding."""
         with self._transaction() as connection:
-            return self._store.integrity_problems(connection)
+            damage = self._store.storage_problems(connection)
+            return damage or self._store.integrity_problems(connection)
 
     def bandings(self) -> list[dict[str, Any]]:
         with self._transaction() as connection:
@@ -904,6 +987,7 @@ class Index:
         when the index holds fewer). Needs stored text. See docs/evaluation.md."""
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")
+        _check_seed(seed)
         with self._transaction() as connection:
             active = self._active_banding(connection)
             documents = self._store.document_count(connection)
@@ -928,6 +1012,7 @@ class Index:
         simindex.evaluate.estimate_candidates): the cost of recall, before re-banding."""
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")
+        _check_seed(seed)
         for bands, rows in bandings:
             lsh.check_banding(bands, rows, self.spec.num_perm)
         with self._transaction() as connection:
@@ -949,15 +1034,22 @@ class Index:
                 return banding
         raise SimindexError("the index has no active banding; run `simindex reband` to build one")
 
-    def _transaction(self, write: bool = False) -> AbstractContextManager[Connection]:
-        return _transaction(self._store, write)
+    @contextmanager
+    def _transaction(self, write: bool = False) -> Iterator[Connection]:
+        """One transaction; a deferred index's first one creates it (see _deferred)."""
+        creating = self._pending is not None
+        with _transaction(self._store, write or creating) as connection:
+            if creating:
+                self._create(connection)
+            yield connection
+        self._pending = None
 
 
 _OPERATIONAL_ERRORS = (
     sa.exc.OperationalError,
     sa.exc.InterfaceError,
-    sqlite3.OperationalError,
     psycopg.OperationalError,
+    psycopg.InterfaceError,
 )
 _INTEGRITY_ERRORS = (sa.exc.IntegrityError, sqlite3.IntegrityError, psycopg.IntegrityError)
 
@@ -968,8 +1060,9 @@ _SQLITE_USER_ERRORS = (
     "disk I/O error",
     "database or disk is full",
     "attempt to write a readonly database",
-    "file is not a database",
 )
+# SQLite errors of a file that is damaged or not a database at all.
+_SQLITE_DAMAGE = ("file is not a database", "database disk image is malformed")
 
 
 @contextmanager
@@ -980,23 +1073,105 @@ def _transaction(store: Store, write: bool) -> Iterator[Connection]:
 
 @contextmanager
 def _database_errors(store: Store) -> Iterator[None]:
-    """Turn driver errors (server down, wrong password, disk full, ...) into DatabaseError.
+    """Turn driver errors (server down, wrong password, disk full, a damaged file, ...)
+    into DatabaseError; other database errors are bugs and keep their traceback.
 
     Bulk loads use the driver's cursor directly, so its own exception classes come too."""
     try:
         yield
-    except (*_OPERATIONAL_ERRORS, *_INTEGRITY_ERRORS) as exc:
+    except (sa.exc.DBAPIError, sqlite3.Error, psycopg.Error) as exc:
         orig = getattr(exc, "orig", None) or exc
         reason = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
-        url = display_url(str(store.engine.url))
+        url = display_url(store.engine.url)
         if isinstance(exc, _INTEGRITY_ERRORS):
             raise DatabaseError(f"database {url} refused the change: {reason}") from None
-        if store.dialect == "sqlite" and not reason.startswith(_SQLITE_USER_ERRORS):
-            raise  # e.g. a syntax error: a bug, keep the traceback
+        if store.dialect == "sqlite":
+            if reason.startswith(_SQLITE_DAMAGE):
+                raise DatabaseError(
+                    f"{url} is not a usable SQLite database ({reason}): give the right --db, "
+                    "or restore the file from a backup"
+                ) from None
+            if reason.startswith(_SQLITE_USER_ERRORS):
+                raise DatabaseError(
+                    f"database {url} failed: {reason}. Check the file's path and "
+                    "permissions, and the free disk space"
+                ) from None
+        elif isinstance(exc, _OPERATIONAL_ERRORS):
+            raise DatabaseError(
+                f"database {url} failed: {reason}. Is the server running, the URL right and "
+                "the disk not full? (a local PostgreSQL: `docker compose up -d`)"
+            ) from None
+        raise  # e.g. a syntax error: a bug, keep the traceback
+
+
+def _index_state(store: Store, connection: Connection) -> Literal["none", "half-created", "index"]:
+    """What the database holds: no index; half an index (a schema with no settings row and
+    no documents, as older versions could leave it); or an index. Raises DatabaseError for
+    tables that would collide with an index's, or a schema with documents but no settings."""
+    url = display_url(store.engine.url)
+    colliding = store.colliding_tables(connection)
+    if colliding:
+        elsewhere = (
+            "another file with --db"
+            if store.dialect == "sqlite"
+            else "another database with --db, or --schema NAME"
+        )
         raise DatabaseError(
-            f"database {url} failed: {reason}. Is the server running, the URL right and "
-            "the disk not full? (a local PostgreSQL: `docker compose up -d`)"
-        ) from None
+            f"{url} already holds tables that are not a simindex index "
+            f"({', '.join(colliding)}); keep the index elsewhere: {elsewhere}"
+        )
+    if not store.has_tables(connection):
+        return "none"
+    if store.read_settings(connection) is not None:
+        return "index"
+    if store.document_count(connection):
+        raise DatabaseError(
+            f"{url} holds documents but no index settings: it was not written by simindex; "
+            "give another --db"
+        )
+    return "half-created"
+
+
+def _already_an_index(store: Store) -> DatabaseError:
+    return DatabaseError(
+        f"{display_url(store.engine.url)} already holds a simindex index; open it, or choose "
+        "another database"
+    )
+
+
+def upgrade_schema(url: str | os.PathLike[str] | None) -> tuple[str | None, str]:
+    """Migrate the index at ``url`` to this simindex's schema in one transaction; returns
+    (revision before, revision after). A database with no index is refused and left
+    untouched: `simindex init` creates the schema and the settings together."""
+    store = _connect(url, must_exist=True)
+    try:
+        with _transaction(store, write=True) as connection:
+            if _index_state(store, connection) == "none":
+                raise DatabaseError(
+                    f"{display_url(store.engine.url)} holds no simindex index to upgrade; "
+                    "create one with `simindex init` (it creates the schema too)"
+                )
+            return migrate.upgrade(connection)
+    finally:
+        store.engine.dispose()
+
+
+def schema_revision(url: str | os.PathLike[str] | None) -> tuple[str | None, str, str]:
+    """(the database's schema revision or None, the one this simindex needs, what to do:
+    "up to date" or the step to take)."""
+    store = _connect(url, must_exist=True)
+    try:
+        with _transaction(store, write=False) as connection:
+            revision = migrate.current_revision(connection)
+    finally:
+        store.engine.dispose()
+    if revision is None:
+        return None, migrate.head_revision(), "no simindex index here: `simindex init` creates one"
+    try:
+        migrate.check_revision(revision)
+    except SchemaVersionError as exc:
+        return revision, migrate.head_revision(), str(exc)
+    return revision, migrate.head_revision(), "up to date"
 
 
 def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
@@ -1035,14 +1210,19 @@ def _matches(
     return sorted(matches, key=lambda m: (-m.similarity, m.external_id))
 
 
-def _connect(url: str | os.PathLike[str] | None) -> Store:
-    return Store(create_engine(database_url(url)))
+def _connect(url: str | os.PathLike[str] | None, must_exist: bool = False) -> Store:
+    return Store(create_engine(database_url(url), must_exist=must_exist))
 
 
 def _check_threshold(threshold: float) -> float:
     if not 0 <= threshold <= 1:
         raise ParameterError(f"threshold must be within [0, 1], got {threshold}")
     return threshold
+
+
+def _check_seed(seed: int) -> None:
+    if seed < 0:
+        raise ParameterError(f"seed must be a non-negative integer, got {seed}")
 
 
 def _unpack_documents(

@@ -12,7 +12,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection
 
 from simindex.errors import SchemaVersionError
 
@@ -36,13 +36,14 @@ def current_revision(connection: Connection) -> str | None:
     return MigrationContext.configure(connection).get_current_revision()
 
 
-def upgrade(engine: Engine) -> tuple[str | None, str]:
-    """Bring the database to the head revision; returns (revision before, revision after)."""
-    with engine.begin() as connection:
-        before = current_revision(connection)
-        _check_known(before)
-        command.upgrade(_config(connection), "head")
-        return before, head_revision()
+def upgrade(connection: Connection) -> tuple[str | None, str]:
+    """Bring the database to the head revision inside the caller's transaction (DDL is
+    transactional on SQLite and PostgreSQL, so a failure leaves the schema as it was);
+    returns (revision before, revision after)."""
+    before = current_revision(connection)
+    _check_known(before)
+    command.upgrade(_config(connection), "head")
+    return before, head_revision()
 
 
 def _check_known(revision: str | None) -> None:
@@ -59,7 +60,11 @@ def _check_known(revision: str | None) -> None:
 
 def check_current(connection: Connection) -> None:
     """Raise SchemaVersionError unless the database is at the head revision."""
-    revision = current_revision(connection)
+    check_revision(current_revision(connection))
+
+
+def check_revision(revision: str | None) -> None:
+    """Raise SchemaVersionError, naming what to upgrade, unless ``revision`` is the head."""
     _check_known(revision)
     if revision != head_revision():
         raise SchemaVersionError(

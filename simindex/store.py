@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -28,40 +29,100 @@ from simindex.schema import (
     clusters,
     documents,
     index_settings,
+    metadata,
     pairs,
     signatures,
 )
 
-DEFAULT_URL = "sqlite:///simindex.db"
+DEFAULT_PATH = "simindex.db"
 # Bound parameters per statement: below SQLite's 32,766 and PostgreSQL's 65,535.
 MAX_PARAMS = 30_000
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
+# Query parameters that carry a secret in a PostgreSQL URL (libpq's names).
+_SECRET_PARAMETERS = {"password", "sslpassword"}
+# The analysts' views the migrations create (docs/sql.md).
+_VIEWS = {"similar_pairs", "document_clusters", "cluster_sizes", "bucket_sizes"}
 
 
-def database_url(url: str | os.PathLike[str] | None) -> str:
-    """The SQLAlchemy URL for what the user typed: nothing (the local SQLite file), a file
-    path (SQLite), or a postgresql:// URL (driven by psycopg 3)."""
-    if not url:
-        return DEFAULT_URL
-    url = os.fspath(url)
-    if "://" not in url:
-        return f"sqlite:///{url}"
-    scheme, rest = url.split("://", 1)
-    if scheme in ("postgres", "postgresql"):
-        return f"postgresql+psycopg://{rest}"
+def database_url(url: str | os.PathLike[str] | None) -> sa.URL:
+    """The SQLAlchemy URL for what the user typed: nothing (./simindex.db), a file path
+    (SQLite; taken as it is, so ``a?b.db`` and ``e%41f.db`` are file names), sqlite:///path,
+    or a postgresql:// URL (driven by psycopg 3). Raises DatabaseError for anything else."""
+    text = os.fspath(url) if url else DEFAULT_PATH
+    if "://" not in text:
+        return _sqlite_url(sa.URL.create("sqlite", database=text))
+    scheme = text.split("://", 1)[0]
+    if _user_part(text).count("@") > 1:
+        raise DatabaseError(
+            f"can't use database URL {display_url(text)}: its user or password holds an '@'; "
+            "write it as %40"
+        )
+    try:
+        parsed = make_url(text)
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        problem = "its port is not a number" if isinstance(exc, ValueError) else str(exc)
+        raise DatabaseError(
+            f"can't use database URL {display_url(text)}: {problem} "
+            "(expected postgresql://user@host:port/database, or a SQLite file path)"
+        ) from None
+    if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+        return parsed.set(drivername="postgresql+psycopg")
+    if scheme == "sqlite":
+        return _sqlite_url(parsed)
+    raise DatabaseError(
+        f"simindex supports SQLite (a file path or sqlite:///path) and PostgreSQL "
+        f"(postgresql://...), not {scheme}: {display_url(text)}"
+    )
+
+
+def _sqlite_url(url: sa.URL) -> sa.URL:
+    if url.database in (None, "", ":memory:") or url.query.get("mode") == "memory":
+        raise DatabaseError(
+            "an in-memory SQLite database keeps nothing after the command; give a file path"
+        )
     return url
 
 
-def display_url(url: str) -> str:
-    """The URL with any password replaced by ***, for messages and logs."""
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return "<unparseable database URL>"
+def _user_part(url: str) -> str:
+    """What precedes the host in a URL's authority, with its '@' (empty if none): up to the
+    last '@' before the query, so an unescaped '@' in a password stays in it."""
+    authority = url.split("://", 1)[1].partition("?")[0]
+    user, at, _ = authority.rpartition("@")
+    return user + at
 
 
-def create_engine(url: str) -> Engine:
+def display_url(url: str | sa.URL) -> str:
+    """The URL for messages, logs and reports: a password in the user part or in a query
+    parameter is shown as ***; a file path as it is."""
+    if isinstance(url, sa.URL):
+        if url.get_backend_name() == "sqlite":  # the file name as given, unescaped
+            return f"sqlite:///{url.database}"
+        url = url.render_as_string(hide_password=False)
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    user = _user_part(url)
+    if user:
+        name, colon, _ = user[:-1].partition(":")
+        rest = f"{name}{':***' if colon else ''}@{rest[len(user) :]}"
+    base, question, query = rest.partition("?")
+    if question:
+        masked = []
+        for parameter in query.split("&"):
+            key, equals, _ = parameter.partition("=")
+            secret = equals and key.lower() in _SECRET_PARAMETERS
+            masked.append(f"{key}=***" if secret else parameter)
+        base += "?" + "&".join(masked)
+    return f"{scheme}://{base}"
+
+
+def create_engine(url: sa.URL | str, *, must_exist: bool = False) -> Engine:
+    """An engine for a URL from database_url. ``must_exist``: a missing SQLite file is an
+    error naming the path (a command that only reads never creates a database)."""
+    url = make_url(url)
+    if url.get_backend_name() == "sqlite":
+        url = _sqlite_access(url, must_exist)
     try:
         engine = sa.create_engine(url)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
@@ -73,6 +134,30 @@ def create_engine(url: str) -> Engine:
             f"simindex supports SQLite and PostgreSQL, not {engine.dialect.name} ({display_url(url)})"
         )
     return engine
+
+
+def _sqlite_access(url: sa.URL, must_exist: bool) -> sa.URL:
+    """A SQLite file we can't write (a read-only mount, a read-only file or folder) is
+    opened read-only and immutable: reading a WAL database otherwise needs to create its
+    -shm file. Queries work; a write fails with "attempt to write a readonly database"."""
+    path = url.database or ""
+    if url.query.get("uri"):  # a file: URI the user wrote, with its own options
+        return url
+    if not os.path.exists(path):
+        if must_exist:
+            raise DatabaseError(
+                f"there is no database file {path}: check the path, or create an index "
+                f"there with `simindex init --db {path}`"
+            )
+        return url
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.access(path, os.W_OK) and os.access(folder, os.W_OK):
+        return url
+    return sa.URL.create(
+        "sqlite",
+        database="file:" + urllib.parse.quote(os.path.abspath(path)),
+        query={"mode": "ro", "immutable": "1", "uri": "true"},
+    )
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -122,6 +207,16 @@ class Store:
 
     def has_tables(self, connection: Connection) -> bool:
         return sa.inspect(connection).has_table("index_settings")
+
+    def colliding_tables(self, connection: Connection) -> list[str]:
+        """Tables and views named like simindex's own in a database without a simindex
+        schema (an application's ``documents`` table, another tool's ``alembic_version``):
+        creating an index there would collide with them."""
+        inspector = sa.inspect(connection)
+        present = {*inspector.get_table_names(), *inspector.get_view_names()}
+        if "index_settings" in present:
+            return []
+        return sorted(present & {*metadata.tables, *_VIEWS, "alembic_version"})
 
     def read_settings(self, connection: Connection) -> dict[str, Any] | None:
         row = connection.execute(select(index_settings)).mappings().first()
@@ -265,15 +360,42 @@ class Store:
         return self._document_rows(connection, f"d.id {among}", params)
 
     def documents_in_buckets(
-        self, connection: Connection, banding_id: int, keys: np.ndarray
+        self, connection: Connection, banding_id: int, keys: np.ndarray, max_bucket_size: int
     ) -> dict[int, tuple[str, str | None, bytes]]:
         """Like documents_of, for the documents sharing a bucket with any row of ``keys``
-        (int64, (m, bands)): a point query's candidates, in one round trip."""
+        (int64, (m, bands)): a point query's candidates, in one round trip. Of each bucket
+        only the ``max_bucket_size`` lowest document ids (the earliest documents) are taken,
+        each bucket read along the primary key up to the last of them: a hot bucket costs
+        that many rows, not its size."""
         band, key, _ = _key_rows(keys)
-        joined, params = self._sharing_buckets(banding_id, {"band": band, "key": key})
-        return self._document_rows(
-            connection, f"d.id IN (SELECT k.document_id FROM {joined})", params
+        source, params = self._rows_source({"band": band, "key": key})
+        last = (
+            "SELECT k.document_id FROM band_keys k WHERE k.banding_id = :banding_id "
+            "AND k.band = wanted.band AND k.key = wanted.key "
+            "ORDER BY k.document_id LIMIT 1 OFFSET :offset"
         )
+        bounded = (
+            f"SELECT wanted.band, wanted.key, coalesce(({last}), {np.iinfo(np.int64).max}) "
+            f"AS last_id FROM {source}"
+        )
+        members = (
+            f"SELECT k.document_id FROM ({bounded}) AS bucket CROSS JOIN band_keys k "
+            "WHERE k.banding_id = :banding_id AND k.band = bucket.band "
+            "AND k.key = bucket.key AND k.document_id <= bucket.last_id"
+        )
+        params = {**params, "banding_id": banding_id, "offset": max_bucket_size - 1}
+        return self._document_rows(connection, f"d.id IN ({members})", params)
+
+    def storage_problems(self, connection: Connection) -> list[str]:
+        """Damage to a SQLite file itself (PRAGMA quick_check), one sentence per finding (at
+        most ten); PostgreSQL checks its pages as it reads them."""
+        if self.dialect != "sqlite":
+            return []
+        rows = connection.exec_driver_sql("PRAGMA quick_check(10)").scalars()
+        found = [line for row in rows for line in row.splitlines() if not line.startswith("***")]
+        if found == ["ok"]:
+            return []
+        return [f"the database file is damaged: {finding}" for finding in found]
 
     def _document_rows(
         self, connection: Connection, condition: str, params: dict[str, Any]

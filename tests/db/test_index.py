@@ -184,6 +184,7 @@ def test_a_newer_or_older_schema_is_refused_with_the_fix(db_url):
 
 
 def test_an_empty_database_is_not_an_index(db_url):
+    Index.open_or_create(db_url)[0].close()  # connects (a SQLite file appears), creates nothing
     with pytest.raises(DatabaseError, match="holds no simindex index"):
         Index.open(db_url)
 

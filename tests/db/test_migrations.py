@@ -27,8 +27,10 @@ def test_the_migrated_schema_is_the_one_the_code_describes(db_url):
 
 def test_db_upgrade_is_idempotent_and_reports_the_head(db_url):
     engine = create_engine(database_url(db_url))
-    assert migrate.upgrade(engine) == (None, migrate.head_revision())
-    assert migrate.upgrade(engine) == (migrate.head_revision(), migrate.head_revision())
+    with engine.begin() as connection:
+        assert migrate.upgrade(connection) == (None, migrate.head_revision())
+    with engine.begin() as connection:
+        assert migrate.upgrade(connection) == (migrate.head_revision(), migrate.head_revision())
     engine.dispose()
 
 
@@ -49,7 +51,9 @@ def test_the_wheel_carries_the_migrations_and_upgrades_from_outside_the_checkout
     script = (
         "import simindex, sys; from simindex.store import create_engine; from simindex import migrate;"
         "assert 'site' in simindex.__file__, simindex.__file__;"
-        f"print(migrate.upgrade(create_engine('sqlite:///{tmp_path}/w.db')))"
+        f"engine = create_engine('sqlite:///{tmp_path}/w.db');"
+        "connection = engine.connect(); connection.begin();"
+        "print(migrate.upgrade(connection)); connection.commit()"
     )
     result = subprocess.run(
         [sys.executable, "-c", script],
