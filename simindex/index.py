@@ -191,10 +191,12 @@ class Index:
         bands: int | None = None,
         rows: int | None = None,
         keep_text: bool = True,
+        deferred: bool = False,
     ) -> Index:
         """Create an index in an empty database (no URL: ./simindex.db): the schema, the
         settings row and the first banding in one transaction, so a failure or a kill
-        leaves the database as it was.
+        leaves the database as it was. ``deferred``: in the first transaction that uses the
+        index instead (its first add(), say), so that if that fails no index is left.
 
         The first banding is (bands, rows) when given, else the tuner's choice for
         ``threshold`` (see banding.tune_threshold). Raises DatabaseError if the database
@@ -202,26 +204,6 @@ class Index:
         schema with no settings and no documents, which older versions could leave) is
         completed, and ``completed_half_created`` is True.
         """
-        index = cls._deferred(
-            url, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
-        )
-        with index._transaction(write=True):
-            pass
-        return index
-
-    @classmethod
-    def _deferred(
-        cls,
-        url: str | os.PathLike[str] | None,
-        spec: SignatureSpec | None = None,
-        *,
-        threshold: float = DEFAULT_THRESHOLD,
-        bands: int | None = None,
-        rows: int | None = None,
-        keep_text: bool = True,
-    ) -> Index:
-        """An index that creates itself in its first transaction (see create): a first
-        add() that fails leaves no index behind."""
         spec = spec or SignatureSpec()
         if not 0 < threshold <= 1:
             raise ParameterError(f"threshold must be within (0, 1], got {threshold}")
@@ -245,6 +227,13 @@ class Index:
         index = cls(store, settings)
         index._pending = (bands, rows)
         index.completed_half_created = state == "half-created"
+        if not deferred:
+            try:
+                with index._transaction(write=True):
+                    pass
+            except BaseException:
+                index.close()
+                raise
         return index
 
     def _create(self, connection: Connection) -> None:
@@ -295,7 +284,7 @@ class Index:
         store.engine.dispose()
         if exists:
             return cls.open(url), False
-        return cls._deferred(url, **create_options), True
+        return cls.create(url, **create_options, deferred=True), True
 
     def close(self) -> None:
         self._store.engine.dispose()
@@ -531,17 +520,15 @@ class Index:
         max_bucket_size: int = DEFAULT_MAX_BUCKET_SIZE,
     ) -> list[Match]:
         """Indexed documents similar to the indexed document ``external_id`` (itself
-        excluded); hot buckets are bounded as in :meth:`query`."""
+        excluded, though it counts among a bucket's members); hot buckets are bounded as in
+        :meth:`query`."""
         with self._transaction() as connection:
             found = self._store.document_ids(connection, [external_id])
             if not found:
                 raise InputError(f"no document with id {external_id!r} is indexed")
             document_id = found[external_id]
             profile, _ = self._profiles(connection, np.array([document_id], dtype=np.int64))
-        # + 1: the document itself is in each of its buckets, and is left out.
-        return self._query_profile(
-            profile, threshold, limit, max_bucket_size + 1, exclude=document_id
-        )
+        return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=document_id)
 
     def _query_profile(
         self,
@@ -1036,7 +1023,7 @@ class Index:
 
     @contextmanager
     def _transaction(self, write: bool = False) -> Iterator[Connection]:
-        """One transaction; a deferred index's first one creates it (see _deferred)."""
+        """One transaction; a deferred index's first one creates it (see create)."""
         creating = self._pending is not None
         with _transaction(self._store, write or creating) as connection:
             if creating:
