@@ -212,7 +212,8 @@ def test_word_diff_marks_what_differs_escaped():
     assert word_diff("a b", "a b") == ("a b", "a b")
 
 
-def _chromium() -> str:
+@pytest.fixture(scope="session")
+def chromium() -> str:
     """The chromium binary, or skip (fail when SIMINDEX_TEST_REQUIRE_CHROMIUM=1, as in CI)."""
     found = shutil.which("chromium")
     if found:
@@ -239,8 +240,7 @@ addEventListener("load", () => {
 </body>"""
 
 
-def test_report_renders_in_a_headless_browser(rendered, tmp_path):
-    chromium = _chromium()
+def test_report_renders_in_a_headless_browser(chromium, rendered, tmp_path):
     page_path, _, _, examples = rendered
     browser = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
                "--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=1200,1800",
