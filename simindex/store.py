@@ -52,7 +52,7 @@ def database_url(url: str | os.PathLike[str] | None) -> sa.URL:
     text = os.fspath(url) if url else DEFAULT_PATH
     if "://" not in text:
         return _sqlite_url(sa.URL.create("sqlite", database=text))
-    scheme = text.split("://", 1)[0]
+    scheme = text.split("://", 1)[0].split("+")[0]  # any driver named: ours is used
     if _user_part(text).count("@") > 1:
         raise DatabaseError(
             f"can't use database URL {display_url(text)}: its user or password holds an '@'; "
@@ -66,7 +66,7 @@ def database_url(url: str | os.PathLike[str] | None) -> sa.URL:
             f"can't use database URL {display_url(text)}: {problem} "
             "(expected postgresql://user@host:port/database, or a SQLite file path)"
         ) from None
-    if scheme in ("postgres", "postgresql", "postgresql+psycopg"):
+    if scheme in ("postgres", "postgresql"):
         return parsed.set(drivername="postgresql+psycopg")
     if scheme == "sqlite":
         return _sqlite_url(parsed)

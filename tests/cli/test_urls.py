@@ -128,7 +128,8 @@ def test_a_read_only_sqlite_file_answers_queries_and_refuses_writes(tmp_path):
     run("ingest", str(NEWS), "--db", str(db))
     script = (
         "import json; from typer.testing import CliRunner; from simindex.cli import app\n"
-        f"commands = [['query', '--id', 'n003'], ['stats'], ['check'], ['delete', 'n003']]\n"
+        "commands = [['query', '--id', 'n003'], ['stats'], ['check'], ['db', 'current'],"
+        " ['delete', 'n003']]\n"
         f"results = [CliRunner().invoke(app, [*c, '--db', {str(db)!r}]) for c in commands]\n"
         "print(json.dumps([[r.exit_code, r.stdout, r.stderr] for r in results]))"
     )
@@ -143,10 +144,11 @@ def test_a_read_only_sqlite_file_answers_queries_and_refuses_writes(tmp_path):
         command = []
     done = subprocess.run([*command, sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    (query, stats, check, delete) = json.loads(done.stdout)
+    (query, stats, check, current, delete) = json.loads(done.stdout)
     assert query[0] == 0 and "n019" in query[1]
     assert stats[0] == 0 and "documents  100" in stats[1]
     assert check[0] == 0 and "consistent" in check[2]
+    assert current[0] == 0 and "up to date" in current[1]
     assert delete[0] == 1 and delete[2].startswith("Error: database ")
     assert "readonly database" in delete[2] and len(delete[2].strip().splitlines()) == 1
 
