@@ -280,7 +280,7 @@ def ingest(
             + (f"; skipped {len(result.skipped_empty):,} empty" if result.skipped_empty else ""),
             highlight=False,
         )
-        if created:  # in the same transaction as the documents: a failure leaves no index
+        if created:  # it was created with the documents (a failure leaves none): only now
             _describe_index(index)
 
 
