@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -40,7 +41,13 @@ from simindex.readers import (
 )
 from simindex.report import require_matplotlib, write_report
 from simindex.spec import SignatureSpec
-from simindex.store import create_engine, database_url, display_url
+from simindex.store import (
+    DEFAULT_LOCK_TIMEOUT,
+    application_name,
+    create_engine,
+    database_url,
+    display_url,
+)
 from simindex.writers import write_records
 
 app = typer.Typer(
@@ -56,6 +63,16 @@ app.add_typer(db_app, name="db")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
+
+class _ToStderr(logging.Handler):
+    """The library's notices (e.g. a writer waiting for another) on stderr, like progress."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(escape(record.getMessage()), highlight=False)
+
+
+logging.getLogger("simindex").addHandler(_ToStderr())
+
 Db = Annotated[
     str | None,
     typer.Option(
@@ -64,6 +81,24 @@ Db = Annotated[
         help="Database: a SQLite file path, sqlite:///path or postgresql://user@host/db. "
         "Default: ./simindex.db",
         show_default=False,
+    ),
+]
+Schema = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        envvar="SIMINDEX_SCHEMA",
+        help="PostgreSQL schema holding the index (created with it), so several indexes "
+        "share a database. Default: the database's search_path (usually public).",
+        show_default=False,
+    ),
+]
+LockTimeout = Annotated[
+    float,
+    typer.Option(
+        "--lock-timeout",
+        envvar="SIMINDEX_LOCK_TIMEOUT",
+        help="Seconds to wait for another writer of the index before giving up.",
     ),
 ]
 Threshold = Annotated[
@@ -128,6 +163,7 @@ def user_errors(function: F) -> F:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
         try:
             return function(*args, **kwargs)
         except SimindexError as exc:
@@ -141,6 +177,8 @@ def user_errors(function: F) -> F:
 @user_errors
 def init(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float,
         typer.Option(help="Similarity that counts as a duplicate; the banding is tuned for it."),
@@ -162,7 +200,14 @@ def init(
     """Create an index in an empty database."""
     spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
     with Index.create(
-        db, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
+        db,
+        spec,
+        threshold=threshold,
+        bands=bands,
+        rows=rows,
+        keep_text=keep_text,
+        schema=schema,
+        lock_timeout=lock_timeout,
     ) as index:
         _describe_index(index)
 
@@ -177,6 +222,8 @@ def ingest(
         ),
     ],
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     fmt: Annotated[
         InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
     ] = InputFormat.auto,
@@ -212,7 +259,7 @@ def ingest(
     """Add documents to the index (creating it with default settings if the database has none).
 
     All files go in one transaction: on an error nothing is added."""
-    index, created = Index.open_or_create(db)
+    index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
     with index, _ErrorLog(error_log) as errors:
         if created:
             err.print(f"Created a new index in {index.url}", highlight=False)
@@ -255,6 +302,7 @@ def query(
         str | None, typer.Argument(help="The text to look up.", show_default=False)
     ] = None,
     db: Db = None,
+    schema: Schema = None,
     file: Annotated[Path | None, typer.Option(help="Read the text from this file.")] = None,
     doc_id: Annotated[
         str | None, typer.Option("--id", help="Look up an indexed document by its id.")
@@ -267,7 +315,7 @@ def query(
     given = [x for x in (text, file, doc_id) if x is not None]
     if len(given) != 1:
         raise ParameterError("give exactly one of: a TEXT argument, --file, or --id")
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         if doc_id is not None:
             matches = index.query_id(doc_id, threshold=threshold, limit=limit)
         else:
@@ -285,6 +333,8 @@ def query(
 @user_errors
 def pairs(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     max_bucket_size: Annotated[
         int, typer.Option(help="Buckets larger than this are linked to one member, not paired out.")
@@ -294,7 +344,7 @@ def pairs(
     ] = 20,
 ) -> None:
     """Find candidate pairs in the database, verify them, and store the similar ones."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.find_pairs(threshold, max_bucket_size=max_bucket_size)
         verdict = "exact Jaccard" if report.exact else "estimated Jaccard (text not kept)"
         err.print(
@@ -330,6 +380,7 @@ CLUSTER_FIELDS = ["external_id", "cluster", "is_representative", "similarity"]
 @user_errors
 def export(
     db: Db = None,
+    schema: Schema = None,
     what: Annotated[
         Exported, typer.Option(help="Pairs (from `pairs`) or clusters (from `clusters`).")
     ] = Exported.pairs,
@@ -342,7 +393,7 @@ def export(
     ] = None,
 ) -> None:
     """Write the verified pairs, or the clusters, with external ids and similarities."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         if what is Exported.pairs:
             rows, fields = index.pairs(threshold), PAIR_FIELDS
         else:
@@ -362,6 +413,8 @@ def export(
 @user_errors
 def clusters(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     rule: Annotated[
         Rule, typer.Option(help="Which document represents (names) a cluster.")
@@ -371,7 +424,7 @@ def clusters(
     ] = 10,
 ) -> None:
     """Group the verified pairs into clusters of duplicates (connected components)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.cluster(threshold, rule=rule.value)
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
@@ -421,6 +474,8 @@ def dedup(
             show_default=False,
         ),
     ] = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float, typer.Option(help="Similarity that makes a duplicate.")
     ] = DEFAULT_THRESHOLD,
@@ -445,7 +500,9 @@ def dedup(
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     with tempfile.TemporaryDirectory() as scratch:
         url = db or str(Path(scratch) / "dedup.db")
-        index, _ = Index.open_or_create(url, threshold=threshold)
+        index, _ = Index.open_or_create(
+            url, threshold=threshold, schema=schema, lock_timeout=lock_timeout
+        )
         with index:
             with _progress("Indexing") as advance:
                 documents = read_documents(input_file, input_fmt, id_field, text_field, encoding)
@@ -492,6 +549,8 @@ def delete(
         typer.Argument(help="External ids of the documents to remove.", show_default=False),
     ] = None,
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     ids_file: Annotated[
         Path | None, typer.Option(help="Also remove the ids listed in this file, one per line.")
     ] = None,
@@ -509,7 +568,7 @@ def delete(
             raise InputError(f"{ids_file}: can't read: {exc.strerror}") from None
     if not wanted:
         raise ParameterError("give the ids to delete, or --ids-file")
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         removed = index.delete(wanted)
     err.print(f"Removed {removed:,} of {len(wanted):,} documents", highlight=False)
 
@@ -518,6 +577,8 @@ def delete(
 @user_errors
 def evict(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     older_than: Annotated[
         datetime | None,
         typer.Option(
@@ -532,7 +593,7 @@ def evict(
     if (older_than is None) == (days is None):
         raise ParameterError("give --older-than or --days (one of them)")
     cutoff = older_than if older_than is not None else datetime.now(UTC) - timedelta(days=days or 0)
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         removed = index.evict(cutoff)
     err.print(
         f"Removed {removed:,} documents ingested before {cutoff.isoformat()}", highlight=False
@@ -543,6 +604,8 @@ def evict(
 @user_errors
 def reband(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     bands: Annotated[
         int | None, typer.Option(help="Bands of the new banding (with --rows).")
     ] = None,
@@ -556,7 +619,7 @@ def reband(
     ] = False,
 ) -> None:
     """Build a new banding from the stored signatures (no text is re-read)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         if threshold is not None:
             if bands is not None or rows is not None:
                 raise ParameterError("give --threshold or --bands and --rows, not both")
@@ -577,10 +640,11 @@ def reband(
 @user_errors
 def stats(
     db: Db = None,
+    schema: Schema = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Documents, bandings, bucket sizes and the largest buckets of the index."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.stats()
     if as_json:
         typer.echo(json.dumps(result, default=str, indent=2))
@@ -615,9 +679,9 @@ def stats(
 
 @app.command()
 @user_errors
-def check(db: Db = None) -> None:
+def check(db: Db = None, schema: Schema = None) -> None:
     """Check the index's integrity; exit 1 and list the problems if there are any."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         problems = index.check()
     for problem in problems:
         err.print(f"[bold red]Problem:[/] {escape(problem)}", highlight=False)
@@ -630,13 +694,14 @@ def check(db: Db = None) -> None:
 @user_errors
 def evaluate(
     db: Db = None,
+    schema: Schema = None,
     sample: Sample = DEFAULT_SAMPLE,
     floor: Floor = 0.5,
     seed: Seed = 0,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Measure recall and precision against exact Jaccard on a sample of the documents."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
@@ -648,6 +713,7 @@ def evaluate(
 @user_errors
 def report(
     db: Db = None,
+    schema: Schema = None,
     output: Annotated[
         Path,
         typer.Option(
@@ -660,7 +726,7 @@ def report(
 ) -> None:
     """Draw the evaluation and the index's statistics: one HTML page with figures (PNG, SVG)."""
     require_matplotlib()  # before the evaluation, which may take a while
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
     files = write_report(result, statistics, output)
@@ -834,9 +900,9 @@ def _estimate_text(estimate: CandidateEstimate) -> str:
 
 @db_app.command()
 @user_errors
-def upgrade(db: Db = None) -> None:
+def upgrade(db: Db = None, schema: Schema = None) -> None:
     """Create or migrate the schema to this simindex's revision."""
-    engine = create_engine(database_url(db))
+    engine = create_engine(database_url(db), schema)
     try:
         before, after = migrate.upgrade(engine)
     finally:
@@ -852,9 +918,9 @@ def upgrade(db: Db = None) -> None:
 
 @db_app.command()
 @user_errors
-def current(db: Db = None) -> None:
+def current(db: Db = None, schema: Schema = None) -> None:
     """Show the database's schema revision and the one this simindex needs."""
-    engine = create_engine(database_url(db))
+    engine = create_engine(database_url(db), schema)
     try:
         with engine.connect() as connection:
             revision = migrate.current_revision(connection)

@@ -205,8 +205,7 @@ class Store:
                 if self.dialect == "postgresql":
                     self._take_writer_lock(connection)
                 yield connection
-        if self.dialect == "postgresql":
-            self.drop_retired_bandings(attempts=1)
+        self.drop_retired_bandings(attempts=1)
 
     def _begin_write(self, connection: Connection) -> sa.RootTransaction:
         if self.dialect == "postgresql":
@@ -264,6 +263,8 @@ class Store:
             dbapi.execute("BEGIN IMMEDIATE")
             dbapi.execute("ROLLBACK")
         except sqlite3.OperationalError:
+            if not self.lock_timeout:
+                raise self._lock_timeout_error("another writer") from None
             log.warning(
                 "Waiting up to %s for another writer of the database to finish",
                 _seconds(self.lock_timeout),
@@ -521,6 +522,8 @@ class Store:
         behind it, wait without limit. Skipped while another writer works (it drops them
         when it ends). Returns the ids still retired."""
         retired: list[int] = []
+        if self.dialect != "postgresql":
+            return retired  # SQLite deletes a banding's keys with it
         for attempt in range(attempts):
             if attempt:
                 time.sleep(DROP_PAUSE)
