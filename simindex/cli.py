@@ -665,6 +665,12 @@ def stats(
             "-" if b["pairs_threshold"] is None else str(b["pairs_threshold"]),
         )
     out.print(table)
+    if result["retired_bandings"]:
+        out.print(
+            f"retired bandings {', '.join(map(str, result['retired_bandings']))}: their band "
+            "keys are dropped at the next write (readers held them; docs/reliability.md)",
+            highlight=False,
+        )
     sizes = Table(
         "bucket size", "buckets", title=f"Bucket sizes (banding {result['active_banding']})"
     )

@@ -58,6 +58,8 @@ def test_point_queries_during_rebands_always_see_one_banding_and_never_wait_long
                 kept = writer.reband(32, 4, drop_old=True)
                 retired = writer.stats()["retired_bandings"]
                 assert len(retired) == 1 and retired[0] != kept
+                shown = runner.invoke(app, ["stats", "--db", pg_url]).stdout
+                assert f"retired bandings {retired[0]}: their band keys are dropped" in shown
                 assert [b["id"] for b in writer.bandings()] == [kept]
             writer.delete(["not-indexed"])  # a later write drops it
             assert writer.stats()["retired_bandings"] == []
