@@ -5,7 +5,8 @@
         result = index.add(batch, on_duplicate="skip", find_duplicates=0.8)
         for external_id, matches in result.duplicates.items(): ...
 
-Each call is one database transaction: it happens completely or not at all.
+Each call is one database transaction: it happens completely or not at all, and what it
+reads is one snapshot of the index (docs/reliability.md).
 """
 
 from __future__ import annotations

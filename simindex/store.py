@@ -515,16 +515,16 @@ class Store:
         )
         return [int(i) for (i,) in rows]
 
-    def drop_retired_bandings(self, attempts: int = DROP_ATTEMPTS) -> list[int]:
+    def drop_retired_bandings(self, attempts: int | None = None) -> list[int]:
         """Drop the partitions of retired bandings (PostgreSQL), each attempt in a short
         transaction that gives up after DROP_LOCK_TIMEOUT_MS: a reader that holds band_keys
         (an analyst's open transaction) would otherwise make the DROP, and every query
         behind it, wait without limit. Skipped while another writer works (it drops them
-        when it ends). Returns the ids still retired."""
+        when it ends). Returns the ids still retired. ``attempts``: DROP_ATTEMPTS if None."""
         retired: list[int] = []
         if self.dialect != "postgresql":
             return retired  # SQLite deletes a banding's keys with it
-        for attempt in range(attempts):
+        for attempt in range(DROP_ATTEMPTS if attempts is None else attempts):
             if attempt:
                 time.sleep(DROP_PAUSE)
             try:

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from simindex import Index
+from simindex import store as store_module
 from simindex.cli import app
 from simindex.errors import DatabaseError, ParameterError
 from simindex.store import DROP_LOCK_TIMEOUT_MS
@@ -73,6 +74,28 @@ def test_point_queries_during_rebands_always_see_one_banding_and_never_wait_long
     assert not misses, f"{len(misses)} of {len(latencies)} queries missed {copy}"
     assert len(latencies) > 20
     assert longest < LONGEST_QUERY
+
+
+def test_a_reader_keeps_its_snapshot_and_band_keys_through_a_reband_drop_old(
+    pg_url, news, monkeypatch
+):
+    """The race of a point query: the active banding read, then a re-band commits and drops
+    it, then its band keys read. The reader holds band_keys, so the old partition is only
+    retired, and it reads the banding it started with, whole."""
+    monkeypatch.setattr(store_module, "DROP_ATTEMPTS", 1)
+    with Index.create(pg_url, bands=16, rows=8) as index:
+        index.add(news)
+        store = index._store
+        with store.read() as connection:
+            (old,) = [b["id"] for b in store.bandings(connection) if b["is_active"]]
+            new = index.reband(32, 4, drop_old=True)
+            assert [b["id"] for b in store.bandings(connection)] == [old]
+            sizes = store.bucket_sizes(connection, old)
+        assert sum(size * count for size, count in sizes) == len(news) * 16
+        assert index.stats()["retired_bandings"] == [old]
+        assert [b["id"] for b in index.bandings()] == [new]
+        index.delete([])  # a later write drops it
+        assert index.stats()["retired_bandings"] == []
 
 
 def test_a_waiting_writer_says_who_holds_the_lock_and_gives_up_after_lock_timeout(pg_url):
