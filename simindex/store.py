@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -186,8 +186,10 @@ class Store:
                 try:  # before the first query, which takes the snapshot
                     with connection.begin_nested():
                         connection.exec_driver_sql("LOCK TABLE band_keys IN ACCESS SHARE MODE")
-                except sa.exc.ProgrammingError:
-                    pass  # no index here yet: nothing to protect
+                except sa.exc.ProgrammingError as exc:
+                    if not isinstance(exc.orig, psycopg.errors.UndefinedTable):
+                        raise
+                    # no index here yet: nothing to protect
                 yield connection
 
     @contextmanager
@@ -223,10 +225,15 @@ class Store:
         indexes of one database don't wait for each other."""
         return f"{WRITER_LOCK}, {zlib.crc32((self.schema or '').encode()) & 0x7FFFFFFF}"
 
-    def _take_writer_lock(self, connection: Connection) -> None:
+    def _try_writer_lock(self, connection: Connection) -> bool:
+        """Take the writer lock for the transaction if it is free."""
         lock = self._writer_lock_key()
-        if connection.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({lock})").scalar_one():
+        return connection.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({lock})").scalar_one()
+
+    def _take_writer_lock(self, connection: Connection) -> None:
+        if self._try_writer_lock(connection):
             return
+        lock = self._writer_lock_key()
         holder = connection.exec_driver_sql(
             "SELECT a.pid, a.application_name, now() - a.xact_start FROM pg_locks l "
             "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
@@ -262,7 +269,9 @@ class Store:
         try:
             dbapi.execute("BEGIN IMMEDIATE")
             dbapi.execute("ROLLBACK")
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if "database is locked" not in str(exc):
+                raise  # e.g. a read-only file: _database_errors says so
             if not self.lock_timeout:
                 raise self._lock_timeout_error("another writer") from None
             log.warning(
@@ -529,10 +538,7 @@ class Store:
                 time.sleep(DROP_PAUSE)
             try:
                 with self.engine.connect() as connection, connection.begin():
-                    lock = self._writer_lock_key()
-                    if not connection.exec_driver_sql(
-                        f"SELECT pg_try_advisory_xact_lock({lock})"
-                    ).scalar_one():
+                    if not self._try_writer_lock(connection):
                         return self.retired_bandings(connection)
                     retired = self.retired_bandings(connection)
                     if not retired:
@@ -1129,9 +1135,9 @@ def _copy_text_value(value: str | None) -> str:
     )
 
 
-def _seconds(value: float | Any) -> str:
+def _seconds(value: float | timedelta) -> str:
     """A duration (seconds or a timedelta) for messages: '2.5 s'."""
-    seconds = value.total_seconds() if hasattr(value, "total_seconds") else value
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
     return f"{seconds:.3g} s"
 
 
