@@ -219,7 +219,7 @@ class Index:
             with store.read() as connection:
                 if store.has_tables(connection):
                     raise DatabaseError(
-                        f"{display_url(str(store.engine.url))} already holds a simindex index; "
+                        f"{store.describe()} already holds a simindex index; "
                         "open it, or choose another database"
                     )
             migrate.upgrade(store.engine)
@@ -251,7 +251,7 @@ class Index:
         with _database_errors(store), store.read() as connection:
             if not store.has_tables(connection):
                 raise DatabaseError(
-                    f"{display_url(str(store.engine.url))} holds no simindex index; "
+                    f"{store.describe()} holds no simindex index; "
                     "create one with `simindex init` (or `simindex ingest`, which creates it)"
                 )
             migrate.check_current(connection)

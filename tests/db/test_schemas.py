@@ -124,6 +124,8 @@ def test_cli_schema_option_and_environment_variable(pg_url):
     assert json.loads(stats.stdout)["documents"] == 0
     missing = run("stats", "--db", pg_url)  # the default schema holds no index
     assert missing.exit_code == 1 and "holds no simindex index" in missing.stderr
+    typo = run("stats", "--db", pg_url, "--schema", "newz")
+    assert "(schema newz) holds no simindex index" in typo.stderr
 
 
 @pytest.mark.parametrize(
