@@ -789,9 +789,10 @@ def tune(
         int, typer.Option(help="With --db: documents sampled for the estimate.")
     ] = 5000,
     seed: Annotated[int, typer.Option(help="With --db: seed of the sample.")] = 0,
+    schema: Schema = None,
 ) -> None:
     """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
-    num_perm = _tune_num_perm(db, num_perm)
+    num_perm = _tune_num_perm(db, schema, num_perm)
     targets = (low, p_low, high, p_high)
     if threshold is not None and any(t is not None for t in targets):
         raise ParameterError("give --threshold, or --low --p-low --high --p-high, not both")
@@ -804,7 +805,7 @@ def tune(
     chosen = result.chosen
     listed = [(b.bands, b.rows) for b in result.feasible[:show]]
     estimates, active = (
-        _candidate_estimates(db, [*listed, (chosen.bands, chosen.rows)], sample, seed)
+        _candidate_estimates(db, schema, [*listed, (chosen.bands, chosen.rows)], sample, seed)
         if db is not None
         else ({}, None)
     )
@@ -871,11 +872,11 @@ def tune(
         )
 
 
-def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
+def _tune_num_perm(db: str | None, schema: str | None, num_perm: int | None) -> int:
     """The signature length to tune for: the index's with --db, else --num-perm or 128."""
     if db is None:
         return 128 if num_perm is None else num_perm
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         own = index.spec.num_perm
     if num_perm is not None and num_perm != own:
         raise ParameterError(
@@ -886,10 +887,10 @@ def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
 
 
 def _candidate_estimates(
-    db: str, bandings: list[tuple[int, int]], sample: int, seed: int
+    db: str, schema: str | None, bandings: list[tuple[int, int]], sample: int, seed: int
 ) -> tuple[dict[tuple[int, int], CandidateEstimate], tuple[int, int]]:
     """Candidate-pair estimates for the bandings and the index's active one (also returned)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         banding = next(b for b in index.bandings() if b["is_active"])
         active = (banding["bands"], banding["rows"])
         wanted = list(dict.fromkeys([*bandings, active]))

@@ -120,6 +120,8 @@ def test_cli_schema_option_and_environment_variable(pg_url):
     stats = run("stats", "--db", pg_url, "--json", "--schema", "news")
     assert stats.exit_code == 0, stats.output
     assert json.loads(stats.stdout)["documents"] == 100
+    tuned = run("tune", "--threshold", "0.8", "--db", pg_url, "--schema", "news")
+    assert tuned.exit_code == 0 and "active " in tuned.output, tuned.output
     stats = run("stats", "--db", pg_url, "--json", env=jobs)
     assert json.loads(stats.stdout)["documents"] == 0
     missing = run("stats", "--db", pg_url)  # the default schema holds no index
