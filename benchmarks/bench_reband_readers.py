@@ -51,56 +51,66 @@ def main() -> None:
     try:
         with Index.create(url, threshold=0.8) as index:
             index.add(documents, on_empty="skip")
-        latencies, misses = run(url, args.readers)
+        queries = run(url, args.readers)
     finally:
         drop_pg_database(args.pg, "bench_reband_readers")
-    latencies.sort()
+    latencies = sorted(queries.latencies)
     print(
-        f"{len(latencies):,} queries, {len(misses)} without {COPY}; latency median "
+        f"{len(latencies):,} queries, {len(queries.misses)} without {COPY}; latency median "
         f"{latencies[len(latencies) // 2] * 1000:.0f} ms, p99 "
         f"{latencies[int(len(latencies) * 0.99)] * 1000:.0f} ms, max {latencies[-1] * 1000:.0f} ms"
     )
 
 
-def run(url: str, readers: int) -> tuple[list[float], list[list[str]]]:
-    stop = threading.Event()
-    latencies: list[float] = []
-    misses: list[list[str]] = []
+class PointQueries:
+    """Reader threads that repeat ``query_id(target)`` until the block ends, each timed;
+    ``misses`` are the answers without ``copy``. Also used by tests/db/test_concurrency.py."""
 
-    def read() -> None:
-        with Index.open(url) as reader:
-            while not stop.is_set():
-                started = time.perf_counter()
-                found = [m.external_id for m in reader.query_id(TARGET, threshold=0.5)]
-                latencies.append(time.perf_counter() - started)
-                if COPY not in found:
-                    misses.append(found)
+    def __init__(self, url: str, target: str, copy: str, readers: int = 1):
+        self.url, self.target, self.copy = url, target, copy
+        self.latencies: list[float] = []
+        self.misses: list[list[str]] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._read) for _ in range(readers)]
 
-    threads = [threading.Thread(target=read) for _ in range(readers)]
-    for thread in threads:
-        thread.start()
-    analyst = sa.create_engine(database_url(url))
-    try:
-        with Index.open(url) as writer:
-            for i, (bands, rows) in enumerate(BANDINGS):
+    def _read(self) -> None:
+        with Index.open(self.url) as reader:
+            while not self._stop.is_set():
                 started = time.perf_counter()
-                if i == WITH_ANALYST:
-                    with analyst.connect() as connection, connection.begin():
-                        connection.exec_driver_sql("SELECT count(*) FROM bucket_sizes").all()
-                        writer.reband(bands, rows, drop_old=True)
-                else:
-                    writer.reband(bands, rows, drop_old=True)
-                retired = writer.stats()["retired_bandings"]
-                print(
-                    f"reband {bands} x {rows}{' (analyst open)' if i == WITH_ANALYST else ''}: "
-                    f"{time.perf_counter() - started:.1f} s; retired bandings: {retired}"
-                )
-    finally:
-        stop.set()
-        for thread in threads:
+                found = [m.external_id for m in reader.query_id(self.target, threshold=0.5)]
+                self.latencies.append(time.perf_counter() - started)
+                if self.copy not in found:
+                    self.misses.append(found)
+
+    def __enter__(self) -> PointQueries:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
             thread.join()
-        analyst.dispose()
-    return latencies, misses
+
+
+def run(url: str, readers: int) -> PointQueries:
+    analyst = sa.create_engine(database_url(url))
+    with PointQueries(url, TARGET, COPY, readers) as queries, Index.open(url) as writer:
+        for i, (bands, rows) in enumerate(BANDINGS):
+            started = time.perf_counter()
+            if i == WITH_ANALYST:
+                with analyst.connect() as connection, connection.begin():
+                    connection.exec_driver_sql("SELECT count(*) FROM bucket_sizes").all()
+                    writer.reband(bands, rows, drop_old=True)
+            else:
+                writer.reband(bands, rows, drop_old=True)
+            retired = writer.stats()["retired_bandings"]
+            print(
+                f"reband {bands} x {rows}{' (analyst open)' if i == WITH_ANALYST else ''}: "
+                f"{time.perf_counter() - started:.1f} s; retired bandings: {retired}"
+            )
+    analyst.dispose()
+    return queries
 
 
 if __name__ == "__main__":

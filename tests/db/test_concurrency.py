@@ -13,6 +13,7 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
+from benchmarks.bench_reband_readers import PointQueries
 from simindex import Index
 from simindex import store as store_module
 from simindex.cli import app
@@ -35,43 +36,25 @@ def test_point_queries_during_rebands_always_see_one_banding_and_never_wait_long
         best = next(iter(index.pairs()))
     target, copy = best["id_a"], best["id_b"]
 
-    stop = threading.Event()
-    latencies: list[float] = []
-    misses: list[list[str]] = []
-
-    def read() -> None:
-        with Index.open(pg_url) as reader:
-            while not stop.is_set():
-                started = time.perf_counter()
-                found = [m.external_id for m in reader.query_id(target, threshold=0.5)]
-                latencies.append(time.perf_counter() - started)
-                if copy not in found:
-                    misses.append(found)
-
-    thread = threading.Thread(target=read)
-    thread.start()
     analyst = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
-    try:
-        with Index.open(pg_url) as writer:
-            for bands, rows in [(32, 4), (16, 8)] * 3:
-                writer.reband(bands, rows, drop_old=True)
-            # An analyst's open transaction that has read the band keys: the old partition
-            # can't be dropped while it lasts, and queries must not queue behind the DROP.
-            with analyst.connect() as connection, connection.begin():
-                connection.exec_driver_sql("SELECT count(*) FROM bucket_sizes").scalar_one()
-                kept = writer.reband(32, 4, drop_old=True)
-                retired = writer.stats()["retired_bandings"]
-                assert len(retired) == 1 and retired[0] != kept
-                shown = runner.invoke(app, ["stats", "--db", pg_url]).stdout
-                assert f"retired bandings {retired[0]}: their band keys are dropped" in shown
-                assert [b["id"] for b in writer.bandings()] == [kept]
-            writer.delete(["not-indexed"])  # a later write drops it
-            assert writer.stats()["retired_bandings"] == []
-            assert writer.check() == []
-    finally:
-        stop.set()
-        thread.join()
-        analyst.dispose()
+    with PointQueries(pg_url, target, copy) as queries, Index.open(pg_url) as writer:
+        for bands, rows in [(32, 4), (16, 8)] * 3:
+            writer.reband(bands, rows, drop_old=True)
+        # An analyst's open transaction that has read the band keys: the old partition
+        # can't be dropped while it lasts, and queries must not queue behind the DROP.
+        with analyst.connect() as connection, connection.begin():
+            connection.exec_driver_sql("SELECT count(*) FROM bucket_sizes").scalar_one()
+            kept = writer.reband(32, 4, drop_old=True)
+            retired = writer.stats()["retired_bandings"]
+            assert len(retired) == 1 and retired[0] != kept
+            shown = runner.invoke(app, ["stats", "--db", pg_url]).stdout
+            assert f"retired bandings {retired[0]}: their band keys are dropped" in shown
+            assert [b["id"] for b in writer.bandings()] == [kept]
+        writer.delete(["not-indexed"])  # a later write drops it
+        assert writer.stats()["retired_bandings"] == []
+        assert writer.check() == []
+    analyst.dispose()
+    latencies, misses = queries.latencies, queries.misses
     longest = max(latencies)
     print(f"\nlongest point query during re-bands: {longest * 1000:.0f} ms of {len(latencies)}")
     assert not misses, f"{len(misses)} of {len(latencies)} queries missed {copy}"
