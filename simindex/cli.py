@@ -500,8 +500,8 @@ def dedup(
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     with tempfile.TemporaryDirectory() as scratch:
         url = db or str(Path(scratch) / "dedup.db")
-        index, _ = Index.open_or_create(
-            url, threshold=threshold, schema=schema, lock_timeout=lock_timeout
+        index, _ = Index.open_or_create(  # the schema is --db's: a scratch file has none
+            url, threshold=threshold, schema=schema if db else None, lock_timeout=lock_timeout
         )
         with index:
             with _progress("Indexing") as advance:

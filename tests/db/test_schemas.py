@@ -151,3 +151,10 @@ def test_on_sqlite_an_index_is_a_file_and_schema_is_an_error(tmp_path):
     assert result.stderr.startswith("Error: --schema news is for PostgreSQL")
     assert "--db" in result.stderr
     assert not (tmp_path / "x.db").exists()
+
+
+def test_dedup_without_db_ignores_the_schema_variable(tmp_path):
+    kept = tmp_path / "kept.jsonl"
+    result = run("dedup", str(NEWS), "-o", str(kept), env={"SIMINDEX_SCHEMA": "news"})
+    assert result.exit_code == 0, result.output
+    assert 0 < len(kept.read_text().splitlines()) < 100
