@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -48,7 +49,7 @@ from simindex.readers import (
 )
 from simindex.report import example_pairs, require_matplotlib, write_report
 from simindex.spec import SignatureSpec
-from simindex.store import database_url, display_url
+from simindex.store import DEFAULT_LOCK_TIMEOUT, application_name, database_url, display_url
 from simindex.writers import write_records
 
 app = typer.Typer(
@@ -75,9 +76,36 @@ DB_HELP = (
     "Database: a SQLite file path, sqlite:///path or postgresql://user@host/db. "
     "Default: $SIMINDEX_DATABASE_URL, else ./simindex.db"
 )
+
+
+class _ToStderr(logging.Handler):
+    """The library's notices (e.g. a writer waiting for another) on stderr, like progress."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(escape(record.getMessage()), highlight=False)
+
+
+logging.getLogger("simindex").addHandler(_ToStderr())
+
 Db = Annotated[
     str | None,
     typer.Option("--db", help=DB_HELP, callback=_inherit, show_default=False),
+]
+SCHEMA_HELP = (
+    "PostgreSQL schema holding the index (created with it), so several indexes share a "
+    "database. Default: $SIMINDEX_SCHEMA, else the database's search_path (usually public)."
+)
+Schema = Annotated[
+    str | None,
+    typer.Option("--schema", help=SCHEMA_HELP, callback=_inherit, show_default=False),
+]
+LockTimeout = Annotated[
+    float,
+    typer.Option(
+        "--lock-timeout",
+        envvar="SIMINDEX_LOCK_TIMEOUT",
+        help="Seconds to wait for another writer of the index before giving up.",
+    ),
 ]
 Threshold = Annotated[
     float | None,
@@ -148,6 +176,10 @@ def main(
         str | None,
         typer.Option("--db", envvar="SIMINDEX_DATABASE_URL", help=DB_HELP, show_default=False),
     ] = None,
+    schema: Annotated[
+        str | None,
+        typer.Option("--schema", envvar="SIMINDEX_SCHEMA", help=SCHEMA_HELP, show_default=False),
+    ] = None,
     show_version: Annotated[
         bool,
         typer.Option(
@@ -165,6 +197,7 @@ def user_errors(function: F) -> F:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
         try:
             return function(*args, **kwargs)
         except SimindexError as exc:
@@ -178,6 +211,8 @@ def user_errors(function: F) -> F:
 @user_errors
 def init(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float,
         typer.Option(help="Similarity that counts as a duplicate; the banding is tuned for it."),
@@ -199,7 +234,14 @@ def init(
     """Create an index in an empty database (or complete a half-created one)."""
     spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
     with Index.create(
-        db, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
+        db,
+        spec,
+        threshold=threshold,
+        bands=bands,
+        rows=rows,
+        keep_text=keep_text,
+        schema=schema,
+        lock_timeout=lock_timeout,
     ) as index:
         _describe_index(index)
 
@@ -214,6 +256,8 @@ def ingest(
         ),
     ],
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     fmt: Annotated[
         InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
     ] = InputFormat.auto,
@@ -249,7 +293,7 @@ def ingest(
     """Add documents to the index (creating it with default settings if the database has none).
 
     All files go in one transaction: on an error nothing is added."""
-    index, created = Index.open_or_create(db)
+    index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
     with index, _ErrorLog(error_log) as errors:
         started = time.perf_counter()
         report = errors.add if on_error is Policy.skip else None
@@ -291,6 +335,7 @@ def query(
         str | None, typer.Argument(help="The text to look up.", show_default=False)
     ] = None,
     db: Db = None,
+    schema: Schema = None,
     file: Annotated[Path | None, typer.Option(help="Read the text from this file.")] = None,
     doc_id: Annotated[
         str | None, typer.Option("--id", help="Look up an indexed document by its id.")
@@ -310,7 +355,7 @@ def query(
     given = [x for x in (text, file, doc_id) if x is not None]
     if len(given) != 1:
         raise ParameterError("give exactly one of: a TEXT argument, --file, or --id")
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         if doc_id is not None:
             matches = index.query_id(
                 doc_id, threshold=threshold, limit=limit, max_bucket_size=max_bucket_size
@@ -332,6 +377,8 @@ def query(
 @user_errors
 def pairs(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     max_bucket_size: Annotated[
         int, typer.Option(help="Buckets larger than this are linked to one member, not paired out.")
@@ -341,7 +388,7 @@ def pairs(
     ] = 20,
 ) -> None:
     """Find candidate pairs in the database, verify them, and store the similar ones."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.find_pairs(threshold, max_bucket_size=max_bucket_size)
         verdict = "exact Jaccard" if report.exact else "estimated Jaccard (text not kept)"
         err.print(
@@ -377,6 +424,7 @@ CLUSTER_FIELDS = ["external_id", "cluster", "is_representative", "similarity"]
 @user_errors
 def export(
     db: Db = None,
+    schema: Schema = None,
     what: Annotated[
         Exported, typer.Option(help="Pairs (from `pairs`) or clusters (from `clusters`).")
     ] = Exported.pairs,
@@ -389,7 +437,7 @@ def export(
     ] = None,
 ) -> None:
     """Write the verified pairs, or the clusters, with external ids and similarities."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         if what is Exported.pairs:
             rows, fields = index.pairs(threshold), PAIR_FIELDS
         else:
@@ -409,6 +457,8 @@ def export(
 @user_errors
 def clusters(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     rule: Annotated[
         Rule, typer.Option(help="Which document represents (names) a cluster.")
@@ -418,7 +468,7 @@ def clusters(
     ] = 10,
 ) -> None:
     """Group the verified pairs into clusters of duplicates (connected components)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.cluster(threshold, rule=rule.value)
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
@@ -468,6 +518,8 @@ def dedup(
             show_default=False,
         ),
     ] = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float, typer.Option(help="Similarity that makes a duplicate.")
     ] = DEFAULT_THRESHOLD,
@@ -492,7 +544,9 @@ def dedup(
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     with tempfile.TemporaryDirectory() as scratch:
         url = db or str(Path(scratch) / "dedup.db")
-        index, _ = Index.open_or_create(url, threshold=threshold)
+        index, _ = Index.open_or_create(  # the schema is --db's: a scratch file has none
+            url, threshold=threshold, schema=schema if db else None, lock_timeout=lock_timeout
+        )
         with index:
             with _progress("Indexing") as advance:
                 documents = read_documents(input_file, input_fmt, id_field, text_field, encoding)
@@ -539,6 +593,8 @@ def delete(
         typer.Argument(help="External ids of the documents to remove.", show_default=False),
     ] = None,
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     ids_file: Annotated[
         Path | None, typer.Option(help="Also remove the ids listed in this file, one per line.")
     ] = None,
@@ -556,7 +612,7 @@ def delete(
             raise InputError(f"{ids_file}: can't read: {exc.strerror}") from None
     if not wanted:
         raise ParameterError("give the ids to delete, or --ids-file")
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         removed = index.delete(wanted)
     err.print(f"Removed {removed:,} of {len(wanted):,} documents", highlight=False)
 
@@ -565,6 +621,8 @@ def delete(
 @user_errors
 def evict(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     older_than: Annotated[
         datetime | None,
         typer.Option(
@@ -579,7 +637,7 @@ def evict(
     if (older_than is None) == (days is None):
         raise ParameterError("give --older-than or --days (one of them)")
     cutoff = older_than if older_than is not None else datetime.now(UTC) - timedelta(days=days or 0)
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         removed = index.evict(cutoff)
     err.print(
         f"Removed {removed:,} documents ingested before {cutoff.isoformat()}", highlight=False
@@ -590,6 +648,8 @@ def evict(
 @user_errors
 def reband(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     bands: Annotated[
         int | None, typer.Option(help="Bands of the new banding (with --rows).")
     ] = None,
@@ -608,7 +668,7 @@ def reband(
     ] = False,
 ) -> None:
     """Build a new banding from the stored signatures (no text is re-read)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         if threshold is not None:
             if bands is not None or rows is not None:
                 raise ParameterError("give --threshold or --bands and --rows, not both")
@@ -636,9 +696,11 @@ def activate(
         int, typer.Argument(help="The banding's id (`simindex stats` lists them).")
     ],
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """Make a complete banding (from `reband --no-activate`) the active one."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         index.activate(banding_id)
     err.print(f"Banding {banding_id} is now active", highlight=False)
 
@@ -647,10 +709,11 @@ def activate(
 @user_errors
 def stats(
     db: Db = None,
+    schema: Schema = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Documents, bandings, bucket sizes and the largest buckets of the index."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.stats()
     if as_json:
         typer.echo(json.dumps(result, default=str, indent=2))
@@ -671,6 +734,12 @@ def stats(
             "-" if b["pairs_threshold"] is None else str(b["pairs_threshold"]),
         )
     out.print(table)
+    if result["retired_bandings"]:
+        out.print(
+            f"retired bandings {', '.join(map(str, result['retired_bandings']))}: their band "
+            "keys are dropped at the next write (readers held them; docs/reliability.md)",
+            highlight=False,
+        )
     sizes = Table(
         "bucket size", "buckets", title=f"Bucket sizes (banding {result['active_banding']})"
     )
@@ -685,9 +754,9 @@ def stats(
 
 @app.command()
 @user_errors
-def check(db: Db = None) -> None:
+def check(db: Db = None, schema: Schema = None) -> None:
     """Check the index's integrity; exit 1 and list the problems if there are any."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         problems = index.check()
     for problem in problems:
         err.print(f"[bold red]Problem:[/] {escape(problem)}", highlight=False)
@@ -700,13 +769,14 @@ def check(db: Db = None) -> None:
 @user_errors
 def evaluate(
     db: Db = None,
+    schema: Schema = None,
     sample: Sample = DEFAULT_SAMPLE,
     floor: Floor = 0.5,
     seed: Seed = 0,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Measure recall and precision against exact Jaccard on a sample of the documents."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
@@ -718,6 +788,7 @@ def evaluate(
 @user_errors
 def report(
     db: Db = None,
+    schema: Schema = None,
     output: Annotated[
         Path,
         typer.Option(
@@ -730,7 +801,7 @@ def report(
 ) -> None:
     """Draw the evaluation and the index's statistics: one HTML page with figures (PNG, SVG)."""
     require_matplotlib()  # before the evaluation, which may take a while
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
         examples = example_pairs(index, result)
@@ -788,9 +859,10 @@ def tune(
         int, typer.Option(help="With --db: documents sampled for the estimate.")
     ] = 5000,
     seed: Annotated[int, typer.Option(help="With --db: seed of the sample.")] = 0,
+    schema: Schema = None,
 ) -> None:
     """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
-    num_perm = _tune_num_perm(db, num_perm)
+    num_perm = _tune_num_perm(db, schema, num_perm)
     targets = (low, p_low, high, p_high)
     if threshold is not None and any(t is not None for t in targets):
         raise ParameterError("give --threshold, or --low --p-low --high --p-high, not both")
@@ -803,7 +875,7 @@ def tune(
     chosen = result.chosen
     listed = [(b.bands, b.rows) for b in result.feasible[:show]]
     estimates, active = (
-        _candidate_estimates(db, [*listed, (chosen.bands, chosen.rows)], sample, seed)
+        _candidate_estimates(db, schema, [*listed, (chosen.bands, chosen.rows)], sample, seed)
         if db is not None
         else ({}, None)
     )
@@ -870,11 +942,11 @@ def tune(
         )
 
 
-def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
+def _tune_num_perm(db: str | None, schema: str | None, num_perm: int | None) -> int:
     """The signature length to tune for: the index's with --db, else --num-perm or 128."""
     if db is None:
         return 128 if num_perm is None else num_perm
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         own = index.spec.num_perm
     if num_perm is not None and num_perm != own:
         raise ParameterError(
@@ -885,10 +957,10 @@ def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
 
 
 def _candidate_estimates(
-    db: str, bandings: list[tuple[int, int]], sample: int, seed: int
+    db: str, schema: str | None, bandings: list[tuple[int, int]], sample: int, seed: int
 ) -> tuple[dict[tuple[int, int], CandidateEstimate], tuple[int, int]]:
     """Candidate-pair estimates for the bandings and the index's active one (also returned)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         banding = next(b for b in index.bandings() if b["is_active"])
         active = (banding["bands"], banding["rows"])
         wanted = list(dict.fromkeys([*bandings, active]))
@@ -905,10 +977,10 @@ def _estimate_text(estimate: CandidateEstimate) -> str:
 
 @db_app.command()
 @user_errors
-def upgrade(db: Db = None) -> None:
+def upgrade(db: Db = None, schema: Schema = None) -> None:
     """Migrate an index's schema to this simindex's revision (`init` creates new ones)."""
-    before, after = upgrade_schema(db)
-    where = display_url(database_url(db))
+    before, after = upgrade_schema(db, schema)
+    where = display_url(database_url(db)) + (f" (schema {schema})" if schema else "")
     if before == after:
         err.print(f"{where} is already at revision {after}", highlight=False)
     else:
@@ -917,9 +989,9 @@ def upgrade(db: Db = None) -> None:
 
 @db_app.command()
 @user_errors
-def current(db: Db = None) -> None:
+def current(db: Db = None, schema: Schema = None) -> None:
     """Show the database's schema revision, the one this simindex needs, and what to do."""
-    revision, needed, advice = schema_revision(db)
+    revision, needed, advice = schema_revision(db, schema)
     out.print(
         f"database revision: {revision or 'none'}\nsimindex needs:    {needed} ({advice})",
         highlight=False,

@@ -5,7 +5,8 @@
         result = index.add(batch, on_duplicate="skip", find_duplicates=0.8)
         for external_id, matches in result.duplicates.items(): ...
 
-Each call is one database transaction: it happens completely or not at all.
+Each call is one database transaction: it happens completely or not at all, and what it
+reads is one snapshot of the index (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -46,7 +47,14 @@ from simindex.minhash import signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.shingle import ShingleSets, content_hash, normalize, shingle_sets
 from simindex.spec import SignatureSpec
-from simindex.store import BandKeyWriter, Store, create_engine, database_url, display_url
+from simindex.store import (
+    DEFAULT_LOCK_TIMEOUT,
+    BandKeyWriter,
+    Store,
+    create_engine,
+    database_url,
+    display_url,
+)
 from simindex.verify import Profiles, compare
 
 DEFAULT_BATCH_SIZE = 5_000
@@ -191,18 +199,22 @@ class Index:
         bands: int | None = None,
         rows: int | None = None,
         keep_text: bool = True,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
         deferred: bool = False,
     ) -> Index:
-        """Create an index in an empty database (no URL: ./simindex.db): the schema, the
-        settings row and the first banding in one transaction, so a failure or a kill
-        leaves the database as it was. ``deferred``: in the first transaction that uses the
-        index instead (its first add(), say), so that if that fails no index is left.
+        """Create an index in an empty database (no URL: ./simindex.db), or on PostgreSQL in
+        ``schema`` (created if missing), so that several indexes share one database: the
+        schema, the settings row and the first banding in one transaction, so a failure or
+        a kill leaves the database as it was. ``deferred``: in the first transaction that
+        uses the index instead (its first add(), say), so that if that fails no index is left.
 
         The first banding is (bands, rows) when given, else the tuner's choice for
         ``threshold`` (see banding.tune_threshold). Raises DatabaseError if the database
         already holds an index, or tables of the same names. A half-created index (a
         schema with no settings and no documents, which older versions could leave) is
-        completed, and ``completed_half_created`` is True.
+        completed, and ``completed_half_created`` is True. Writers wait for each other up
+        to ``lock_timeout`` seconds.
         """
         spec = spec or SignatureSpec()
         if not 0 < threshold <= 1:
@@ -213,7 +225,7 @@ class Index:
             chosen = lsh.tune_threshold(spec.num_perm, min(threshold, 0.99)).chosen
             bands, rows = chosen.bands, chosen.rows
         lsh.check_banding(bands, rows, spec.num_perm)
-        store = _connect(url)
+        store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:
             state = _index_state(store, connection)
         if state == "index":
@@ -250,20 +262,27 @@ class Index:
         self.settings = self._store.read_settings(connection)
 
     @classmethod
-    def open(cls, url: str | os.PathLike[str] | None = None) -> Index:
-        """Open an existing index; refuses a missing SQLite file (it is not created), a
-        database with no index or half an index, and one whose schema is not this version's."""
-        store = _connect(url, must_exist=True)
+    def open(
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> Index:
+        """Open an existing index (on PostgreSQL, the one in ``schema`` if given); refuses a
+        missing SQLite file (it is not created), a database with no index or half an index,
+        and one whose schema is not this version's. See create for ``lock_timeout``."""
+        store = _connect(url, schema, lock_timeout, must_exist=True)
         with _database_errors(store), store.read() as connection:
             state = _index_state(store, connection)
             if state == "none":
                 raise DatabaseError(
-                    f"{display_url(store.engine.url)} holds no simindex index; "
+                    f"{store.describe()} holds no simindex index; "
                     "create one with `simindex init` (or `simindex ingest`, which creates it)"
                 )
             if state == "half-created":
                 raise DatabaseError(
-                    f"{display_url(store.engine.url)} holds a half-created simindex index (a "
+                    f"{store.describe()} holds a half-created simindex index (a "
                     "schema but no settings and no documents, left by an older simindex); "
                     "`simindex init` (or `simindex ingest`) completes it"
                 )
@@ -273,18 +292,24 @@ class Index:
 
     @classmethod
     def open_or_create(
-        cls, url: str | os.PathLike[str] | None = None, **create_options: Any
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        **create_options: Any,
     ) -> tuple[Index, bool]:
         """Open the index at ``url``, or prepare one (with ``create_options``, see create)
         that is created in the same transaction as its first add(): if that fails, no index
         is left behind. Returns (index, created)."""
-        store = _connect(url)
+        store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:
             exists = _index_state(store, connection) == "index"
         store.engine.dispose()
+        where = {"schema": schema, "lock_timeout": lock_timeout}
         if exists:
-            return cls.open(url), False
-        return cls.create(url, **create_options, deferred=True), True
+            return cls.open(url, **where), False
+        return cls.create(url, **where, **create_options, deferred=True), True
 
     def close(self) -> None:
         self._store.engine.dispose()
@@ -865,7 +890,12 @@ class Index:
         chunk_size: int = 20_000,
     ) -> int:
         """Build a banding (bands x rows) from the stored signatures, in one transaction;
-        readers keep using the active banding until it commits. Returns its id."""
+        readers keep using the active banding until it commits. Returns its id.
+
+        ``drop_old`` removes the other bandings in that transaction; on PostgreSQL their
+        band keys (partitions) are dropped right after it, each attempt bounded so that
+        readers wait at most store.DROP_LOCK_TIMEOUT_MS; when readers hold them through
+        every attempt, they stay retired (unused, listed by stats) until a later write."""
         lsh.check_banding(bands, rows, self.spec.num_perm)
         with self._transaction(write=True) as connection:
             old = self._store.bandings(connection)
@@ -894,6 +924,9 @@ class Index:
                 for banding in old:
                     if activate or not banding["is_active"]:
                         self._store.drop_banding(connection, banding["id"])
+        if drop_old:
+            with _database_errors(self._store):
+                self._store.drop_retired_bandings()
         return banding_id
 
     def activate(self, banding_id: int) -> None:
@@ -957,6 +990,7 @@ class Index:
                 "documents": self._store.document_count(connection),
                 "exact_duplicate_groups": self._store.exact_duplicate_groups(connection),
                 "bandings": self._store.bandings(connection),
+                "retired_bandings": self._store.retired_bandings(connection),
                 "active_banding": active["id"],
                 "pairs": self._store.pair_count(connection, active["id"]),
                 "bucket_sizes": self._store.bucket_sizes(connection, active["id"]),
@@ -1111,7 +1145,7 @@ def _index_state(store: Store, connection: Connection) -> Literal["none", "half-
     """What the database holds: no index; half an index (a schema with no settings row and
     no documents, as older versions could leave it); or an index. Raises DatabaseError for
     tables that would collide with an index's, or a schema with documents but no settings."""
-    url = display_url(store.engine.url)
+    url = store.describe()
     colliding = store.colliding_tables(connection)
     if colliding:
         elsewhere = (
@@ -1137,21 +1171,22 @@ def _index_state(store: Store, connection: Connection) -> Literal["none", "half-
 
 def _already_an_index(store: Store) -> DatabaseError:
     return DatabaseError(
-        f"{display_url(store.engine.url)} already holds a simindex index; open it, or choose "
-        "another database"
+        f"{store.describe()} already holds a simindex index; open it, or choose another database"
     )
 
 
-def upgrade_schema(url: str | os.PathLike[str] | None) -> tuple[str | None, str]:
-    """Migrate the index at ``url`` to this simindex's schema in one transaction; returns
-    (revision before, revision after). A database with no index is refused and left
-    untouched: `simindex init` creates the schema and the settings together."""
-    store = _connect(url, must_exist=True)
+def upgrade_schema(
+    url: str | os.PathLike[str] | None, schema: str | None = None
+) -> tuple[str | None, str]:
+    """Migrate the index at ``url`` (in ``schema``) to this simindex's schema in one
+    transaction; returns (revision before, revision after). A database with no index is
+    refused and left untouched: `simindex init` creates the schema and the settings together."""
+    store = _connect(url, schema, must_exist=True)
     try:
         with _transaction(store, write=True) as connection:
             if _index_state(store, connection) == "none":
                 raise DatabaseError(
-                    f"{display_url(store.engine.url)} holds no simindex index to upgrade; "
+                    f"{store.describe()} holds no simindex index to upgrade; "
                     "create one with `simindex init` (it creates the schema too)"
                 )
             return migrate.upgrade(connection)
@@ -1159,10 +1194,12 @@ def upgrade_schema(url: str | os.PathLike[str] | None) -> tuple[str | None, str]
         store.engine.dispose()
 
 
-def schema_revision(url: str | os.PathLike[str] | None) -> tuple[str | None, str, str]:
-    """(the database's schema revision or None, the one this simindex needs, what to do:
-    "up to date" or the step to take)."""
-    store = _connect(url, must_exist=True)
+def schema_revision(
+    url: str | os.PathLike[str] | None, schema: str | None = None
+) -> tuple[str | None, str, str]:
+    """(the schema revision of the database (of ``schema`` in it) or None, the one this
+    simindex needs, what to do: "up to date" or the step to take)."""
+    store = _connect(url, schema, must_exist=True)
     try:
         with _transaction(store, write=False) as connection:
             revision = migrate.current_revision(connection)
@@ -1213,8 +1250,14 @@ def _matches(
     return sorted(matches, key=lambda m: (-m.similarity, m.external_id))
 
 
-def _connect(url: str | os.PathLike[str] | None, must_exist: bool = False) -> Store:
-    return Store(create_engine(database_url(url), must_exist=must_exist))
+def _connect(
+    url: str | os.PathLike[str] | None,
+    schema: str | None = None,
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    must_exist: bool = False,
+) -> Store:
+    engine = create_engine(database_url(url), schema, must_exist=must_exist)
+    return Store(engine, schema, lock_timeout)
 
 
 def _check_threshold(threshold: float) -> float:

@@ -218,3 +218,10 @@ def test_a_password_in_the_url_is_never_printed(pg_url, tmp_path):
         assert SECRET not in line
     line = _one_error_line(run("stats", "--db", f"postgresql://u:x@{SECRET}@h/db", ok=False))
     assert SECRET not in line
+
+
+def test_schema_before_the_command_like_db(pg_url):
+    run("--db", pg_url, "--schema", "news", "init", "--threshold", "0.9")
+    assert "default threshold 0.9" in run("--schema", "news", "stats", "--db", pg_url).stdout
+    result = run("--db", pg_url, "stats", ok=False)  # the public schema holds no index
+    _one_error_line(result, "holds no simindex index")
