@@ -1,24 +1,45 @@
 """Records out: CSV, JSON lines, id<TAB>text or Parquet, to a file or standard output.
 
-Parquet needs pyarrow (``pip install simindex[parquet]``); it is written in row groups, so
-memory stays bounded by the group size.
+The format follows the file name (:func:`output_format`). Files are written atomically
+(simindex.outputs): a failed or killed write leaves no partial file. Parquet needs pyarrow
+(``pip install simindex[parquet]``); it is written in row groups, so memory stays bounded by
+the group size.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
+from pathlib import Path
 from typing import IO, Any
 
 from simindex.errors import InputError, SimindexError
+from simindex.outputs import atomic_output
 
 FORMATS = ("csv", "jsonl", "tsv", "parquet")
 _PARQUET_ROWS = 50_000
+_SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
+                   ".tsv": "tsv", ".txt": "tsv", ".parquet": "parquet"}  # fmt: skip
+
+
+def output_format(path: str | None, fmt: str | None, default: str) -> str:
+    """The format to write: the file name's (.csv, .jsonl, .parquet ...; .gz looked through),
+    unless ``fmt`` is given; a name that says another format than ``fmt`` is an error.
+    ``default`` when neither says (standard output, or an unknown extension)."""
+    suffixes = [s.lower() for s in Path(path).suffixes if s != ".gz"] if path else []
+    named = _SUFFIX_FORMATS.get(suffixes[-1]) if suffixes else None
+    if fmt and named and fmt != named:
+        raise InputError(
+            f"{path}: the name says {named} but --format says {fmt}; rename the file or drop "
+            "--format"
+        )
+    return fmt or named or default
 
 
 def write_records(
@@ -59,13 +80,13 @@ def _text_output(path: str | None) -> Iterator[IO[str]]:
     if path is None:
         yield sys.stdout
         return
-    try:
-        opener = gzip.open if path.endswith(".gz") else open
-        stream = opener(path, "wt", newline="", encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: can't write: {exc.strerror}") from None
-    with stream:
+    with atomic_output(path) as raw:
+        binary = gzip.GzipFile(fileobj=raw, mode="wb") if path.endswith(".gz") else raw
+        stream = io.TextIOWrapper(binary, encoding="utf-8", newline="")
         yield stream
+        stream.detach()  # flushes; the file itself is closed by atomic_output
+        if binary is not raw:
+            binary.close()  # writes the gzip trailer
 
 
 def _write_parquet(records: Iterator[dict[str, Any]], fields: list[str], path: str) -> int:
@@ -77,19 +98,20 @@ def _write_parquet(records: Iterator[dict[str, Any]], fields: list[str], path: s
             "Parquet output needs pyarrow: pip install 'simindex[parquet]'"
         ) from None
     count, writer = 0, None
-    try:
-        while chunk := list(islice(records, _PARQUET_ROWS)):
-            columns = {f: [_plain(r.get(f)) for r in chunk] for f in fields}
-            table = pa.table(columns)
-            if writer is None:
-                writer = pq.ParquetWriter(path, table.schema)
-            writer.write_table(table.cast(writer.schema))
-            count += len(chunk)
-        if writer is None:  # no records: still a valid, empty file
-            pq.write_table(pa.table({f: pa.array([], pa.string()) for f in fields}), path)
-    finally:
-        if writer is not None:
-            writer.close()
+    with atomic_output(path) as stream:
+        try:
+            while chunk := list(islice(records, _PARQUET_ROWS)):
+                columns = {f: [_plain(r.get(f)) for r in chunk] for f in fields}
+                table = pa.table(columns)
+                if writer is None:
+                    writer = pq.ParquetWriter(stream, table.schema)
+                writer.write_table(table.cast(writer.schema))
+                count += len(chunk)
+            if writer is None:  # no records: still a valid, empty file
+                pq.write_table(pa.table({f: pa.array([], pa.string()) for f in fields}), stream)
+        finally:
+            if writer is not None:
+                writer.close()
     return count
 
 
