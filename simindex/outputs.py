@@ -9,12 +9,18 @@ Every command that writes files goes through two steps:
 2. :func:`atomic_output`: the bytes go to an unnamed file beside the target (Linux
    O_TMPFILE) that gets a name only when the output is complete, so a killed command leaves
    neither a partial target nor a temporary file. Where O_TMPFILE is unsupported, a hidden
-   ``.NAME.XXXX.tmp`` file is used and removed on any exception (a kill -9 can leave it).
+   ``.NAME.simindex-PID-XXXX.tmp`` file is used, removed on any exception, and, when a
+   kill -9 left it, by the next write of the same target.
+
+A command's scratch directory (:func:`scratch_directory`) is named after its process too,
+so the next command removes what a killed one left.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -80,13 +86,14 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """A binary stream whose bytes replace ``path`` only if the block ends without an
     exception; otherwise ``path`` is untouched and no temporary file remains."""
     target = Path(path)
-    directory = target.parent
+    named = None
     try:
-        try:
-            fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o666)
-            named = None
-        except (AttributeError, OSError):  # no O_TMPFILE (not Linux, or the filesystem)
-            fd, named = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        fd = _unnamed_file(target.parent)
+        if fd is None:
+            _remove_stale(target.parent.glob(f".{target.name}.{_TEMP_TAG}*.tmp"))
+            fd, named = tempfile.mkstemp(
+                prefix=f".{target.name}.{_TEMP_TAG}{os.getpid()}-", suffix=".tmp", dir=target.parent
+            )
             os.chmod(named, 0o666 & ~_umask())
     except OSError as exc:
         raise InputError(f"{target}: can't write: {exc.strerror}") from None
@@ -108,19 +115,64 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
                 os.unlink(named)
 
 
+_TEMP_TAG = "simindex-"  # then the writer's process id: see _remove_stale
+_AT_FDCWD, _AT_EMPTY_PATH = -100, 0x1000
+_nameable: dict[int, bool] = {}  # st_dev -> whether unnamed files can be named there
+
+
+def _unnamed_file(directory: Path) -> int | None:
+    """An O_TMPFILE file descriptor in ``directory``, or None where that is unsupported or
+    such a file can't be given a name later (checked once per filesystem)."""
+    try:
+        fd = os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o666)
+    except (AttributeError, OSError):  # not Linux, or the filesystem lacks O_TMPFILE
+        return None
+    device = os.fstat(fd).st_dev
+    if device not in _nameable:
+        probe = os.open(directory, os.O_TMPFILE | os.O_WRONLY, 0o600)
+        name = directory / f".{_TEMP_TAG}{os.getpid()}-probe.tmp"
+        try:
+            _link(probe, name)
+            os.unlink(name)
+            _nameable[device] = True
+        except OSError:
+            _nameable[device] = False
+        finally:
+            os.close(probe)
+    if not _nameable[device]:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _link(fd: int, name: Path) -> None:
+    """Give the file ``fd`` the (new) name ``name``: through /proc, or where that link
+    crosses mounts (some sandboxes), linkat(AT_EMPTY_PATH)."""
+    try:
+        os.link(f"/proc/self/fd/{fd}", name, follow_symlinks=True)
+        return
+    except FileExistsError:
+        raise
+    except OSError:
+        pass
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.linkat(fd, b"", _AT_FDCWD, os.fsencode(name), _AT_EMPTY_PATH) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error), str(name))
+
+
 def _name(fd: int, target: Path) -> None:
     """Give the unnamed file ``fd`` the name ``target``, replacing what is there."""
-    source = f"/proc/self/fd/{fd}"
     try:
-        os.link(source, target, follow_symlinks=True)
+        _link(fd, target)
         return
     except FileExistsError:
         pass
-    # os.link can't replace: link under a hidden name, then rename over the target.
-    hidden = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # A link can't replace: link under a hidden name, then rename over the target.
+    hidden = target.with_name(f".{target.name}.{_TEMP_TAG}{os.getpid()}.tmp")
     with suppress(FileNotFoundError):
         os.unlink(hidden)
-    os.link(source, hidden, follow_symlinks=True)
+    _link(fd, hidden)
     try:
         os.replace(hidden, target)
     except OSError:
@@ -128,7 +180,41 @@ def _name(fd: int, target: Path) -> None:
         raise
 
 
+def _remove_stale(paths: Iterable[Path]) -> None:
+    """Remove the temporary files or directories named ``...simindex-PID-...`` whose
+    process is gone (a kill -9 runs no clean-up)."""
+    for path in paths:
+        pid = path.name.partition(_TEMP_TAG)[2].split("-")[0].split(".")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                with suppress(OSError):
+                    path.unlink()
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@contextmanager
+def scratch_directory() -> Iterator[str]:
+    """A temporary directory, removed at the end. It is named after this process: one left
+    by a killed process (kill -9 runs no clean-up) is removed by the next call."""
+    base = Path(tempfile.gettempdir())
+    _remove_stale(base.glob(f"{_TEMP_TAG}*-scratch-*"))
+    prefix = f"{_TEMP_TAG}{os.getpid()}-scratch-"
+    with tempfile.TemporaryDirectory(prefix=prefix) as path:
+        yield path
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

@@ -96,20 +96,49 @@ def read_documents(
     on_error: Callable[[InputError], None] | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
 ) -> Iterator[Document]:
-    """Documents of a file ("-" is standard input, read as JSON lines unless fmt says):
-    (external_id, text, the record's other fields or None).
+    """Documents of a file ("-" is standard input, read as JSON lines unless fmt says or it
+    is Parquet): (external_id, text, the record's other fields or None).
 
-    A bad record (malformed line, missing field, unusable id or text) raises InputError
-    naming file and line, or, with ``on_error``, is handed to it and skipped. A file that
-    can't be opened or decoded always raises.
+    A bad record (malformed line, missing field, unusable id, text or metadata) raises
+    InputError naming file and line, or, with ``on_error``, is handed to it and skipped. A
+    file that can't be opened or decoded always raises.
     """
+    for _, document in _checked(path, fmt, id_field, text_field, encoding, on_error, max_chars):
+        yield document
+
+
+def read_valid_records(
+    path: str,
+    fmt: Format = "auto",
+    id_field: str = "id",
+    text_field: str = "text",
+    encoding: str = "utf-8",
+    on_error: Callable[[InputError], None] | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> Iterator[dict[str, Any]]:
+    """The records of a file that make a document, as read (bad ones as in read_documents)."""
+    for record, _ in _checked(path, fmt, id_field, text_field, encoding, on_error, max_chars):
+        yield record
+
+
+def _checked(
+    path: str,
+    fmt: Format,
+    id_field: str,
+    text_field: str,
+    encoding: str,
+    on_error: Callable[[InputError], None] | None,
+    max_chars: int,
+) -> Iterator[tuple[dict[str, Any], Document]]:
     for number, record in read_records(path, fmt, id_field, text_field, encoding, on_error):
         try:
-            yield _document(path, number, record, id_field, text_field, max_chars)
+            document = _document(path, number, record, id_field, text_field, max_chars)
         except InputError as error:
             if on_error is None:
                 raise
             on_error(error)
+            continue
+        yield record, document
 
 
 def document_problem(
@@ -360,8 +389,8 @@ def _document(
                 "choose the fields with --id-field / --text-field"
             )
     external_id, text = record_id(record, id_field), record[text_field]
-    problem = document_problem(external_id, text, max_chars)
+    metadata = {k: v for k, v in record.items() if k not in (id_field, text_field)} or None
+    problem = document_problem(external_id, text, max_chars, metadata)
     if problem:
         raise InputError(f"{path}:{number}: {problem}")
-    metadata = {k: v for k, v in record.items() if k not in (id_field, text_field)}
-    return external_id, text, metadata or None
+    return external_id, text, metadata
