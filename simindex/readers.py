@@ -275,19 +275,52 @@ def _open(path: str) -> io.BufferedIOBase:
     if magic[:2] == _GZIP_MAGIC:
         return io.BufferedReader(gzip.GzipFile(fileobj=stream))  # type: ignore[arg-type]
     if magic == _ZSTD_MAGIC:
-        import zstandard
-
-        reader = zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
-        return io.BufferedReader(reader)  # type: ignore[arg-type]
+        return io.BufferedReader(_Zstd(stream))
     return stream
 
 
-try:
-    from zstandard import ZstdError as _ZstdError
-except ImportError:  # pragma: no cover - a dependency; only a broken install lacks it
+class _ZstdError(Exception):
+    """A damaged or truncated zstd stream."""
 
-    class _ZstdError(Exception):  # type: ignore[no-redef]
-        pass
+
+class _Zstd(io.RawIOBase):
+    """The decompressed bytes of zstd frames one after another (as ``zstd`` writes them);
+    unlike zstandard's stream_reader, a stream that ends inside a frame is an error."""
+
+    def __init__(self, stream: io.BufferedIOBase):
+        import zstandard
+
+        self._stream, self._new = stream, zstandard.ZstdDecompressor().decompressobj
+        self._errors = zstandard.ZstdError
+        self._frame, self._pending = self._new(), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        while not self._pending:
+            chunk = self._stream.read(1 << 16)
+            if not chunk:
+                if not self._frame.eof:  # the stream began with a frame (the magic bytes)
+                    raise _ZstdError("the stream ends inside a frame")
+                return 0
+            try:
+                self._pending = self._decompress(chunk)
+            except self._errors as exc:
+                raise _ZstdError(str(exc)) from None
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def _decompress(self, chunk: bytes) -> bytes:
+        out = []
+        while chunk:
+            if self._frame.eof:
+                self._frame = self._new()
+            out.append(self._frame.decompress(chunk))
+            chunk = self._frame.unused_data if self._frame.eof else b""
+        return b"".join(out)
 
 
 def _parquet(path: str, raw: io.BufferedIOBase) -> Iterator[tuple[int, dict[str, Any]]]:
