@@ -1060,15 +1060,24 @@ class _ErrorLog:
         if self._stream is None:
             raw = self._file.enter_context(atomic_output(self.path))
             self._stream = io.TextIOWrapper(raw, encoding="utf-8")
-        self._stream.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        with self._failing():
+            self._stream.write(json.dumps(entry, ensure_ascii=False) + "\n")
 
     def saved_after(self, documents: Iterable[Any]) -> Iterator[Any]:
         """The documents, then the log flushed to disk: a full disk fails the command
         before the database commits, never after."""
         yield from documents
         if self._stream is not None:
-            self._stream.flush()
-            os.fsync(self._stream.fileno())
+            with self._failing():
+                self._stream.flush()
+                os.fsync(self._stream.fileno())
+
+    @contextmanager
+    def _failing(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise InputError(f"{self.path}: can't write the error log: {exc.strerror}") from None
 
     def __enter__(self) -> _ErrorLog:
         return self

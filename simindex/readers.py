@@ -43,15 +43,20 @@ DEFAULT_MAX_CHARS = 10_000_000
 
 
 def detect_format(path: str, default: str | None = None) -> str:
-    """The format a file name says (.jsonl, .csv, .tsv ...; .gz is looked through)."""
-    suffixes = [s for s in Path(path).suffixes if s not in _COMPRESSED]
-    fmt = _SUFFIX_FORMATS.get(suffixes[-1].lower()) if suffixes else None
-    fmt = fmt or default
+    """The format a file name says (.jsonl, .csv, .tsv, .parquet ...; .gz and .zst are
+    looked through)."""
+    fmt = format_of_name(path) or default
     if fmt is None:
         raise InputError(
             f"{path}: can't tell the format from the name; pass --format jsonl|csv|tsv|parquet"
         )
     return fmt
+
+
+def format_of_name(path: str) -> str | None:
+    """The format a file name says, or None."""
+    suffixes = [s for s in Path(path).suffixes if s not in _COMPRESSED]
+    return _SUFFIX_FORMATS.get(suffixes[-1].lower()) if suffixes else None
 
 
 def expand_inputs(paths: Iterable[str]) -> list[str]:
@@ -65,7 +70,7 @@ def expand_inputs(paths: Iterable[str]) -> list[str]:
             shards = sorted(
                 str(p)
                 for p in Path(path).iterdir()
-                if p.is_file() and not p.name.startswith(".") and _named_format(p.name)
+                if p.is_file() and not p.name.startswith(".") and format_of_name(p.name)
             )
             if not shards:
                 raise InputError(
@@ -80,11 +85,6 @@ def expand_inputs(paths: Iterable[str]) -> list[str]:
         else:
             files.append(path)  # opening it says what is wrong
     return files
-
-
-def _named_format(name: str) -> str | None:
-    suffixes = [s for s in Path(name).suffixes if s not in _COMPRESSED]
-    return _SUFFIX_FORMATS.get(suffixes[-1].lower()) if suffixes else None
 
 
 def read_documents(

@@ -16,24 +16,21 @@ import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
-from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from simindex.errors import InputError, SimindexError
 from simindex.outputs import atomic_output
+from simindex.readers import format_of_name
 
 FORMATS = ("csv", "jsonl", "tsv", "parquet")
 _PARQUET_ROWS = 50_000
-_SUFFIX_FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl",
-                   ".tsv": "tsv", ".txt": "tsv", ".parquet": "parquet"}  # fmt: skip
 
 
 def output_format(path: str | None, fmt: str | None, default: str) -> str:
     """The format to write: the file name's (.csv, .jsonl, .parquet ...; .gz looked through),
     unless ``fmt`` is given; a name that says another format than ``fmt`` is an error.
     ``default`` when neither says (standard output, or an unknown extension)."""
-    suffixes = [s.lower() for s in Path(path).suffixes if s != ".gz"] if path else []
-    named = _SUFFIX_FORMATS.get(suffixes[-1]) if suffixes else None
+    named = format_of_name(path) if path else None
     if fmt and named and fmt != named:
         raise InputError(
             f"{path}: the name says {named} but --format says {fmt}; rename the file or drop "
@@ -51,8 +48,8 @@ def write_records(
     text_field: str = "text",
 ) -> int:
     """Write records (dicts; ``fields`` gives the CSV/Parquet columns) and return how many.
-    No path: standard output (not for Parquet). A path ending in .gz is gzipped (text
-    formats). tsv writes ``record[id_field]<TAB>record[text_field]``."""
+    No path: standard output (not for Parquet). A path ending in .gz or .zst is
+    compressed (text formats). tsv writes ``record[id_field]<TAB>record[text_field]``."""
     if fmt not in FORMATS:
         raise InputError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "parquet":
@@ -81,12 +78,23 @@ def _text_output(path: str | None) -> Iterator[IO[str]]:
         yield sys.stdout
         return
     with atomic_output(path) as raw:
-        binary = gzip.GzipFile(fileobj=raw, mode="wb") if path.endswith(".gz") else raw
+        binary = _compressed(raw, path)
         stream = io.TextIOWrapper(binary, encoding="utf-8", newline="")
         yield stream
         stream.detach()  # flushes; the file itself is closed by atomic_output
         if binary is not raw:
-            binary.close()  # writes the gzip trailer
+            binary.close()  # ends the compressed stream (raw stays open)
+
+
+def _compressed(raw: BinaryIO, path: str) -> BinaryIO:
+    """``raw`` behind gzip or zstd compression when the name ends in .gz or .zst."""
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="wb")  # type: ignore[return-value]
+    if path.endswith(".zst"):
+        import zstandard
+
+        return zstandard.ZstdCompressor().stream_writer(raw, closefd=False)
+    return raw
 
 
 def _write_parquet(records: Iterator[dict[str, Any]], fields: list[str], path: str) -> int:

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from simindex import Index
 from simindex.errors import DatabaseError, InputError
+from simindex.readers import MAX_ID_BYTES
 from simindex.store import database_url
 
 
