@@ -759,6 +759,7 @@ def report(
 ) -> None:
     """Draw the evaluation and the index's statistics: one HTML page with figures (PNG, SVG)."""
     require_matplotlib()  # before the evaluation, which may take a while
+    check_outputs([output], db=db)
     with Index.open(db) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()

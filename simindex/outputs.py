@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from simindex.errors import InputError
 from simindex.store import database_url
@@ -37,7 +38,10 @@ _SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
 def database_files(db: str | os.PathLike[str] | None) -> list[str]:
     """The files a SQLite database URL stands for (none for PostgreSQL or :memory:)."""
-    url = make_url(database_url(db))
+    try:
+        url = make_url(database_url(db))
+    except (ArgumentError, ValueError):  # not a URL: opening the database says so
+        return []
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
         return []
     return [url.database + suffix for suffix in _SQLITE_SIDE_FILES]

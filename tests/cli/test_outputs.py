@@ -57,6 +57,7 @@ def test_no_output_may_be_an_input_another_output_or_the_database(tmp_path):
         (["dedup", str(source), "-o", kept, "--dropped", kept], "is also the output"),
         (["export", "--db", str(db), "-o", str(db)], "is also the database file"),
         (["export", "--db", str(db), "-o", f"{db}-wal"], "is also the database file"),
+        (["report", "--db", str(db), "-o", str(db)], "is also the database file"),
         (
             ["ingest", str(source), "--db", str(db), "--on-error", "skip", "--error-log", str(db)],
             "is also the database file",

@@ -195,6 +195,9 @@ def test_an_output_may_not_be_an_input_another_output_or_the_database(tmp_path):
     with pytest.raises(InputError, match="is also the output"):
         check_outputs([tmp_path / "x.csv", tmp_path / "x.csv"])
     check_outputs([tmp_path / "x.csv", "-", None], [source, "-"], "postgresql://h/db")
+    check_outputs(
+        [tmp_path / "x.csv"], [], "postgresql://h:port/db"
+    )  # opening it says what's wrong
 
 
 def test_a_failed_write_leaves_the_target_as_it_was_and_no_temporary_file(tmp_path):
