@@ -43,6 +43,7 @@ from simindex.readers import (
     record_id,
 )
 from simindex.report import require_matplotlib, write_report
+from simindex.shingle import content_hash, normalize
 from simindex.spec import SignatureSpec
 from simindex.store import create_engine, database_url, display_url
 from simindex.writers import output_format, write_records
@@ -481,8 +482,8 @@ def dedup(
     on_duplicate: Annotated[
         Policy,
         typer.Option(
-            help="An id already in --db or repeated in INPUT: fail, or keep the indexed (first) "
-            "copy and write the id once (re-running an interrupted dedup --db)."
+            help="An id already in --db with another text, or repeated in INPUT: fail, or keep "
+            "the indexed (first) copy and write the id once. The same text is no conflict."
         ),
     ] = Policy.fail,
     on_error: Annotated[
@@ -505,12 +506,24 @@ def dedup(
     check_outputs([output, dropped, *logged], paths, db if db else False)
     with scratch_directory() as scratch, _ErrorLog(error_log) as errors:
         report_error = errors.add if on_error is Policy.skip else None
-        index, _ = Index.open_or_create(db or str(Path(scratch) / "dedup.db"), threshold=threshold)
+        index, created = Index.open_or_create(
+            db or str(Path(scratch) / "dedup.db"), threshold=threshold
+        )
         with index:
+            read = functools.partial(
+                read_documents,
+                fmt=fmt.value,
+                id_field=id_field,
+                text_field=text_field,
+                encoding=encoding,
+            )
+            indexed = set() if created else _indexed_alike(index, paths, read)
             with _progress("Indexing") as advance:
-                documents = itertools.chain.from_iterable(
-                    read_documents(path, fmt.value, id_field, text_field, encoding, report_error)
+                documents = (
+                    document
                     for path in paths
+                    for document in read(path, on_error=report_error)
+                    if document[0] not in indexed
                 )
                 added = index.add(
                     errors.saved_after(documents),
@@ -540,11 +553,33 @@ def dedup(
         if added.skipped_empty
         else ""
     )
+    rerun = (
+        f"; {len(indexed):,} records were indexed before with the same text (an earlier run)"
+        if indexed
+        else ""
+    )
     err.print(
         f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records"
-        f"{unsigned} in {output}, dropped {len(drop):,} (listed in {dropped})",
+        f"{unsigned} in {output}, dropped {len(drop):,} (listed in {dropped}){rerun}",
         highlight=False,
     )
+
+
+def _indexed_alike(
+    index: Index, paths: list[str], read: Callable[..., Iterator[Any]], batch: int = 10_000
+) -> set[str]:
+    """Ids of the input that the index already holds with the same normalized text: a
+    re-run of a dedup --db interrupted between its transactions, not a conflict."""
+    documents = (d for path in paths for d in read(path, on_error=_ignore))
+    alike: set[str] = set()
+    while chunk := list(itertools.islice(documents, batch)):
+        stored = index.content_hashes(d[0] for d in chunk)
+        alike.update(
+            external_id
+            for external_id, text, *_ in chunk
+            if external_id in stored and stored[external_id] == content_hash(normalize(text))
+        )
+    return alike
 
 
 def _records_of(

@@ -394,6 +394,12 @@ class Index:
             call.writers[banding_id].write(ids, banding_keys)
         result.added += len(batch)
 
+    def content_hashes(self, external_ids: Iterable[str]) -> dict[str, int]:
+        """The content hash (of the normalized text) of each of ``external_ids`` that is
+        indexed: how a re-run (same text) is told from a conflicting id."""
+        with self._transaction() as connection:
+            return self._store.content_hashes(connection, list(external_ids))
+
     def _drop_duplicate_ids(
         self,
         connection: Connection,

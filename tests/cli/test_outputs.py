@@ -237,19 +237,26 @@ def test_dedup_keeps_records_it_cannot_sign_and_says_how_many(tmp_path):
     )
 
 
-def test_dedup_with_repeated_ids_advises_its_own_option_and_a_rerun_into_db_works(tmp_path):
+def test_dedup_with_repeated_ids_advises_its_own_option(tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_text(NEWS.read_text() + NEWS.read_text().splitlines()[0] + "\n")
     kept = tmp_path / "kept.jsonl"
     _one_error(run("dedup", str(source), "-o", str(kept), ok=False), "--on-duplicate skip")
     run("dedup", str(source), "-o", str(kept), "--on-duplicate", "skip")
     assert len(kept.read_text().splitlines()) == 82  # the repeated record is written once
-    # dedup --db killed after its first transaction (the documents added): re-run it.
-    db = str(tmp_path / "feed.db")
-    with Index.create(db) as index:
-        index.add([(r["id"], r["text"], None) for r in ROWS])
-    run("dedup", str(NEWS), "-o", str(kept), "--db", db, "--on-duplicate", "skip")
+
+
+def test_dedup_into_db_killed_after_adding_its_documents_can_be_run_again(db_url, tmp_path):
+    with Index.create(db_url) as index:  # what the first transaction of a killed dedup left
+        index.add([(r["id"], r["text"], None) for r in ROWS[:60]])
+    kept = tmp_path / "kept.jsonl"
+    result = run("dedup", str(NEWS), "-o", str(kept), "--db", db_url)
+    assert "60 records were indexed before with the same text" in result.stderr
     assert len(kept.read_text().splitlines()) == 82
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text(json.dumps({"id": "n001", "text": "another text altogether"}) + "\n")
+    conflict = run("dedup", str(changed), "-o", str(tmp_path / "k.jsonl"), "--db", db_url, ok=False)
+    _one_error(conflict, "'n001' is already indexed", "--on-duplicate skip")
 
 
 # -- summaries and formats ---------------------------------------------------------------
