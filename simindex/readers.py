@@ -173,10 +173,25 @@ def document_problem(
             f"the text of document {external_id!r} holds a lone surrogate (e.g. a bad \\ud800 "
             "escape in JSON), which is not Unicode text"
         )
-    problem = _value_problem(metadata)
+    problem = _metadata_problem(metadata)
     if problem:
         return f"the metadata of document {external_id!r} holds {problem}; remove it from the input"
     return None
+
+
+def _metadata_problem(metadata: object) -> str | None:
+    """What in the metadata JSON (and PostgreSQL's JSONB) can't hold, or None. The common
+    case costs one json.dumps in C; only a suspect value is searched for the culprit."""
+    if metadata is None:
+        return None
+    try:
+        encoded = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
+        encoded.encode("utf-8")
+    except TypeError as exc:
+        return f"a value JSON can't hold ({exc})"
+    except (ValueError, RecursionError):  # NaN or Infinity; a lone surrogate; too deep
+        return _value_problem(metadata) or "a value nested too deeply"
+    return _value_problem(metadata) if "\\u0000" in encoded else None
 
 
 def _value_problem(value: object) -> str | None:

@@ -154,6 +154,13 @@ def test_metadata_a_database_cannot_hold_is_a_problem_nested_too(metadata, probl
     assert document_problem("d", "text", metadata={"fine": [1.5, None, {"x": "ü"}]}) is None
 
 
+def test_metadata_must_be_json_and_an_escaped_nul_is_just_text():
+    assert "a value JSON can't hold (Object of type set" in document_problem(
+        "d", "text", metadata={"tags": {"a"}}
+    )
+    assert document_problem("d", "text", metadata={"raw": "a backslash-u \\u0000"}) is None
+
+
 def test_ids_are_limited_in_utf8_bytes():
     assert document_problem("é" * (MAX_ID_BYTES // 2), "text") is None
     assert "longer than 2,000 bytes" in document_problem("é" * (MAX_ID_BYTES // 2 + 1), "text")
