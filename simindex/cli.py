@@ -42,7 +42,7 @@ from simindex.readers import (
     read_valid_records,
     record_id,
 )
-from simindex.report import require_matplotlib, write_report
+from simindex.report import example_pairs, require_matplotlib, write_report
 from simindex.shingle import content_hash, normalize
 from simindex.spec import SignatureSpec
 from simindex.store import create_engine, database_url, display_url
@@ -798,7 +798,8 @@ def report(
     with Index.open(db) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
-    files = write_report(result, statistics, output)
+        examples = example_pairs(index, result)
+    files = write_report(result, statistics, output, examples)
     err.print(
         f"Wrote {output}, with its {len(files) - 1} figure files in {files[1].parent}",
         highlight=False,
