@@ -41,6 +41,7 @@ from simindex.readers import (
     read_documents,
     read_valid_records,
     record_id,
+    spool_stdin,
 )
 from simindex.report import example_pairs, require_matplotlib, write_report
 from simindex.shingle import content_hash, normalize
@@ -437,7 +438,7 @@ def dedup(
         typer.Argument(
             metavar="INPUT",
             help="The file, directory or glob of shards to deduplicate (JSON lines, CSV, "
-            "id<TAB>text, Parquet; .gz and .zst ok).",
+            "id<TAB>text, Parquet; .gz and .zst ok; - is stdin).",
         ),
     ],
     output: Annotated[
@@ -497,14 +498,13 @@ def dedup(
 ) -> None:
     """Write INPUT without its near-duplicates: one record kept per cluster."""
     paths = expand_inputs([input_file])
-    if "-" in paths:
-        raise InputError("dedup reads INPUT twice, so it can't be standard input; save it first")
-    input_fmt = detect_format(paths[0]) if fmt is InputFormat.auto else fmt.value
-    output_fmt = output_format(output, None, default=input_fmt)
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     logged = [error_log] if on_error is Policy.skip else []
     check_outputs([output, dropped, *logged], paths, db if db else False)
     with scratch_directory() as scratch, _ErrorLog(error_log) as errors:
+        paths = [spool_stdin(scratch) if path == "-" else path for path in paths]
+        input_fmt = detect_format(paths[0]) if fmt is InputFormat.auto else fmt.value
+        output_fmt = output_format(output, None, default=input_fmt)
         report_error = errors.add if on_error is Policy.skip else None
         index, created = Index.open_or_create(
             db or str(Path(scratch) / "dedup.db"), threshold=threshold

@@ -17,6 +17,7 @@ import gzip
 import io
 import json
 import math
+import shutil
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -51,6 +52,17 @@ def detect_format(path: str, default: str | None = None) -> str:
             f"{path}: can't tell the format from the name; pass --format jsonl|csv|tsv|parquet"
         )
     return fmt
+
+
+def spool_stdin(directory: str) -> str:
+    """Save standard input to a file in ``directory`` (for a command that reads its input
+    twice), named for its format: .parquet when it starts like Parquet, else .jsonl."""
+    path = Path(directory) / "stdin"
+    with open(path, "wb") as spool:
+        shutil.copyfileobj(sys.stdin.buffer, spool)
+    with open(path, "rb") as spooled:
+        suffix = ".parquet" if spooled.read(4) == _PARQUET_MAGIC else ".jsonl"
+    return str(path.rename(path.with_suffix(suffix)))
 
 
 def format_of_name(path: str) -> str | None:

@@ -213,11 +213,14 @@ def runner_input(args: list[str], data: bytes):
 # -- dedup ------------------------------------------------------------------------------
 
 
-def test_dedup_keeps_parquet_as_parquet_and_reads_shards(tmp_path):
+def test_dedup_keeps_parquet_as_parquet_from_a_file_stdin_or_shards(tmp_path):
     pq.write_table(pa.Table.from_pylist(ROWS), tmp_path / "news.parquet")
     run("dedup", str(tmp_path / "news.parquet"), "-o", str(tmp_path / "kept"))
     kept = pq.read_table(tmp_path / "kept")  # no extension: the input's format
     assert kept.num_rows == 82 and kept.column_names == ["id", "source", "title", "text"]
+    piped = tmp_path / "piped"
+    runner_input(["dedup", "-", "-o", str(piped)], (tmp_path / "news.parquet").read_bytes())
+    assert pq.read_table(piped).equals(kept)
     _shards(tmp_path / "shards")
     run("dedup", str(tmp_path / "shards"), "-o", str(tmp_path / "kept.jsonl"))
     ids = [json.loads(line)["id"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
