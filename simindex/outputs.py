@@ -19,6 +19,7 @@ so the next command removes what a killed one left.
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import shutil
 import tempfile
@@ -92,9 +93,9 @@ def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     target = Path(path)
     named = None
     try:
+        _remove_stale(target.parent.glob(f".{glob.escape(target.name)}.{_TEMP_TAG}*.tmp"))
         fd = _unnamed_file(target.parent)
         if fd is None:
-            _remove_stale(target.parent.glob(f".{target.name}.{_TEMP_TAG}*.tmp"))
             fd, named = tempfile.mkstemp(
                 prefix=f".{target.name}.{_TEMP_TAG}{os.getpid()}-", suffix=".tmp", dir=target.parent
             )

@@ -89,8 +89,8 @@ def expand_inputs(paths: Iterable[str]) -> list[str]:
                     f"{path}: the directory holds no .jsonl, .csv, .tsv or .parquet file"
                 )
             files.extend(shards)
-        elif glob.has_magic(path):
-            matches = sorted(glob.glob(path))
+        elif any(c in path for c in "*?["):
+            matches = sorted(p for p in glob.glob(path) if Path(p).is_file())
             if not matches:
                 raise InputError(f"{path}: matches no file")
             files.extend(matches)
@@ -300,7 +300,7 @@ def _open(path: str) -> io.BufferedIOBase:
         stream = io.BufferedReader(stream)
     magic = stream.peek(4)[:4]
     if magic[:2] == _GZIP_MAGIC:
-        return io.BufferedReader(gzip.GzipFile(fileobj=stream))  # type: ignore[arg-type]
+        return gzip.GzipFile(fileobj=stream)  # type: ignore[return-value]
     if magic == _ZSTD_MAGIC:
         return io.BufferedReader(_Zstd(stream))
     return stream

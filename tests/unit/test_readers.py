@@ -6,6 +6,7 @@ import gzip
 import io
 import json
 import os
+import subprocess
 import sys
 
 import pyarrow as pa
@@ -218,6 +219,23 @@ def test_a_failed_write_leaves_the_target_as_it_was_and_no_temporary_file(tmp_pa
         stream.write(b"new")
     assert target.read_text() == "new" and os.listdir(tmp_path) == ["out.csv"]
     assert oct(target.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+
+
+def test_without_o_tmpfile_a_named_temporary_file_is_removed_and_stale_ones_too(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setattr("simindex.outputs._unnamed_file", lambda directory: None)
+    target = tmp_path / "out.csv"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (tmp_path / f".out.csv.simindex-{dead}-abc.tmp").write_text("left by a kill -9")
+    with pytest.raises(RuntimeError), atomic_output(target) as stream:
+        stream.write(b"partial")
+        raise RuntimeError("interrupted")
+    assert os.listdir(tmp_path) == []
+    with atomic_output(target) as stream:
+        stream.write(b"new")
+    assert target.read_text() == "new" and os.listdir(tmp_path) == ["out.csv"]
 
 
 def test_read_records_numbers_csv_rows_by_line(tmp_path):
