@@ -74,21 +74,20 @@ def test_no_output_may_be_an_input_another_output_or_the_database(tmp_path):
 
 
 _KILLED_MIDWAY = """
-import os, signal, sys
+import json, os, signal, sys, types
 import simindex.writers as writers
 from simindex.cli import app
 
-plain = writers.json.dumps
 written = 0
 
-def dumps(*args, **kwargs):
+def dumps(*args, **kwargs):  # the writer's json.dumps: a kill -9 after 10 records
     global written
     written += 1
     if written == 10:
         os.kill(os.getpid(), signal.SIGKILL)
-    return plain(*args, **kwargs)
+    return json.dumps(*args, **kwargs)
 
-writers.json.dumps = dumps
+writers.json = types.SimpleNamespace(dumps=dumps)
 app(sys.argv[1:])
 """
 
