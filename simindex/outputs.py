@@ -28,10 +28,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
-
-from simindex.errors import InputError
+from simindex.errors import DatabaseError, InputError
 from simindex.store import database_url
 
 _SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
@@ -40,8 +37,8 @@ _SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 def database_files(db: str | os.PathLike[str] | None) -> list[str]:
     """The files a SQLite database URL stands for (none for PostgreSQL or :memory:)."""
     try:
-        url = make_url(database_url(db))
-    except (ArgumentError, ValueError):  # not a URL: opening the database says so
+        url = database_url(db)
+    except DatabaseError:  # not a usable URL: opening the database says so
         return []
     if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
         return []
