@@ -39,7 +39,7 @@ from simindex.readers import (
     record_id,
 )
 from simindex.report import require_matplotlib, write_report
-from simindex.spec import SignatureSpec
+from simindex.spec import DEFAULT_SCHEME, SCHEMES, SignatureSpec
 from simindex.store import create_engine, database_url, display_url
 from simindex.writers import write_records
 
@@ -115,6 +115,14 @@ class Rule(StrEnum):
     longest = "longest"
 
 
+Scheme = StrEnum("Scheme", {name: name for name in SCHEMES})  # type: ignore[misc]
+NEW_INDEX_SCHEME = Scheme(DEFAULT_SCHEME)
+SCHEME_HELP = (
+    "Signature scheme (docs/spec.md): simindex-v2 hashes each shingle once into num_perm "
+    "bins; simindex-v1 hashes it num_perm times."
+)
+
+
 class Shingle(StrEnum):
     char = "char"
     word = "word"
@@ -155,12 +163,15 @@ def init(
     ] = Shingle.char,
     k: Annotated[int, typer.Option("-k", "--k", help="Shingle length in characters or words.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the MinHash functions.")] = 1,
+    scheme: Annotated[Scheme, typer.Option(help=SCHEME_HELP)] = NEW_INDEX_SCHEME,
     keep_text: Annotated[
         bool, typer.Option(help="Store document text (enables exact verification).")
     ] = True,
 ) -> None:
     """Create an index in an empty database."""
-    spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
+    spec = SignatureSpec(
+        shingle=shingle.value, k=k, num_perm=num_perm, seed=seed, scheme=scheme.value
+    )
     with Index.create(
         db, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
     ) as index:
@@ -436,6 +447,10 @@ def dedup(
     on_empty: Annotated[
         Policy, typer.Option(help="A record with no text: fail, or keep it unindexed.")
     ] = Policy.fail,
+    scheme: Annotated[
+        Scheme | None,
+        typer.Option(help=f"{SCHEME_HELP} Default: --db's, or {DEFAULT_SCHEME} for a new index."),
+    ] = None,
 ) -> None:
     """Write INPUT without its near-duplicates: one record kept per cluster."""
     input_fmt = detect_format(input_file) if fmt is InputFormat.auto else fmt.value
@@ -445,7 +460,8 @@ def dedup(
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     with tempfile.TemporaryDirectory() as scratch:
         url = db or str(Path(scratch) / "dedup.db")
-        index, _ = Index.open_or_create(url, threshold=threshold)
+        spec = SignatureSpec(scheme=scheme.value) if scheme else None
+        index, _ = Index.open_or_create(url, threshold=threshold, spec=spec)
         with index:
             with _progress("Indexing") as advance:
                 documents = read_documents(input_file, input_fmt, id_field, text_field, encoding)

@@ -38,6 +38,7 @@ from simindex.errors import (
     InputError,
     ParameterError,
     SimindexError,
+    SpecMismatchError,
 )
 from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
 from simindex.evaluate import evaluate as evaluate_sample
@@ -249,14 +250,22 @@ class Index:
         cls, url: str | os.PathLike[str] | None = None, **create_options: Any
     ) -> tuple[Index, bool]:
         """Open the index at ``url``, creating it (with ``create_options``) if the database
-        has none. Returns (index, created)."""
+        has none. Returns (index, created). An existing index of another scheme than
+        ``create_options["spec"]``'s is refused (SpecMismatchError): schemes never mix."""
         store = _connect(url)
         with _database_errors(store), store.read() as connection:
             exists = store.has_tables(connection)
         store.engine.dispose()
-        if exists:
-            return cls.open(url), False
-        return cls.create(url, **create_options), True
+        if not exists:
+            return cls.create(url, **create_options), True
+        index = cls.open(url)
+        if spec := create_options.get("spec"):
+            try:
+                index.spec.require_scheme(spec.scheme)
+            except SpecMismatchError:
+                index.close()
+                raise
+        return index, False
 
     def close(self) -> None:
         self._store.engine.dispose()
