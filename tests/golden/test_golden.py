@@ -299,3 +299,12 @@ def test_spec_worked_example_matches_vectors():
     for number in numbers:
         assert str(number) in spec_text, f"docs/spec.md's worked example lacks {number}"
     assert reference.pack(case["signature"][:2]).hex(" ") in spec_text
+    v2 = next(v for v in ALL_VECTORS[SCHEME_V2]["vectors"] if v["id"] == "spec-example")
+    v2_case = v2["cases"][0]
+    for number in [*v2_case["signature"][:5], *v2_case["band_keys"]["20x5"][:4]]:
+        assert str(number) in spec_text, f"docs/spec.md's v2 worked example lacks {number}"
+    assert reference.pack(v2_case["signature"][:2]).hex(" ") in spec_text
+    bin_key, densify_key = reference.splitmix64(1, 2)
+    assert f"bin_key = 0x{bin_key:016X}, densify_key = 0x{densify_key:016X}" in spec_text
+    hashed = reference.mix64(case["first_hashes"][0] ^ bin_key)
+    assert f"0x{hashed:016X}, bin {reference.bin_of(hashed, 128)}" in spec_text
