@@ -1,7 +1,7 @@
 """Benchmark: raw text -> MinHash signatures (char 5-grams, 128 values), simindex vs others.
 
 On the Reuters-21578 corpus ("text" field) it times, in one run and on the same documents:
-  * simindex    normalize + shingle_sets + signatures, in batches (numba, all cores), after an
+  * simindex    normalize_batch + shingle_sets + signatures, in batches (numba, all cores), after an
                 untimed warm-up call so JIT compilation / cache loading is reported separately,
                 under scheme simindex-v2 (one-permutation hashing), simindex-v1 (128 hash
                 functions), and shingle_sets alone (the part both schemes share);
@@ -41,6 +41,7 @@ from datasketch import MinHash
 from rensa import RMinHash
 
 from simindex import SignatureSpec, estimate_jaccard, normalize, shingle_sets, signatures
+from simindex.shingle import normalize_batch
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "reuters21578.jsonl.gz"
@@ -70,7 +71,7 @@ def py_shingles(text: str, k: int) -> set[str]:
 
 
 def simindex_pipeline(texts: list[str], spec: SignatureSpec) -> np.ndarray:
-    return signatures(shingle_sets([normalize(t) for t in texts], spec), spec)
+    return signatures(shingle_sets(normalize_batch(texts), spec), spec)
 
 
 V1 = SignatureSpec(scheme="simindex-v1")
@@ -93,7 +94,7 @@ def run_simindex_v1(texts, spec, size):
 
 def run_simindex_shingles(texts, spec, size):
     for batch in batches(texts, size):
-        shingle_sets([normalize(t) for t in batch], spec)
+        shingle_sets(normalize_batch(batch), spec)
 
 
 def run_normalize(texts, spec, size):
@@ -120,9 +121,9 @@ def run_rensa(texts, spec, size):
 
 
 PIPELINES = [
-    ("simindex-v2: normalize + shingle_sets + signatures", run_simindex),
-    ("simindex-v1: normalize + shingle_sets + signatures", run_simindex_v1),
-    ("simindex: normalize + shingle_sets (both schemes)", run_simindex_shingles),
+    ("simindex-v2: normalize_batch + shingle_sets + signatures", run_simindex),
+    ("simindex-v1: normalize_batch + shingle_sets + signatures", run_simindex_v1),
+    ("simindex: normalize_batch + shingle_sets (both schemes)", run_simindex_shingles),
     ("Python: normalize only", run_normalize),
     ("Python: normalize + 5-gram sets (part of both below)", run_shingling),
     ("datasketch 2.0: Python shingling + MinHash.bulk", run_datasketch),

@@ -44,7 +44,7 @@ from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
 from simindex.evaluate import evaluate as evaluate_sample
 from simindex.minhash import signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
-from simindex.shingle import ShingleSets, content_hash, normalize, shingle_sets
+from simindex.shingle import ShingleSets, normalize, normalize_batch, shingle_sets
 from simindex.spec import SignatureSpec
 from simindex.store import BandKeyWriter, Store, create_engine, database_url, display_url
 from simindex.verify import Profiles, compare
@@ -336,14 +336,14 @@ class Index:
         """Validate, normalize, shingle, MinHash and band a batch: no database work, so it
         runs ahead in a worker thread (see _ahead)."""
         external_ids, texts, metadata = _unpack_documents(documents, max_chars)
-        normalized = [normalize(t) for t in texts]
+        normalized = normalize_batch(texts)
         sets = shingle_sets(normalized, self.spec)
         sigs = signatures(sets, self.spec)
         return _Batch(
             external_ids=external_ids,
             texts=texts,
             metadata=metadata,
-            content_hashes=[content_hash(t) for t in normalized],
+            content_hashes=normalized.content_hashes(),
             sets=sets,
             signatures=sigs,
             keys={b["id"]: lsh.band_keys(sigs, b["bands"], b["rows"]) for b in bandings},
@@ -526,7 +526,7 @@ class Index:
         names = [rows[int(i)][0] for i in ids]
         if not self.keep_text:
             return Profiles(sigs, None), names
-        sets = shingle_sets([normalize(rows[int(i)][1] or "") for i in ids], self.spec)
+        sets = shingle_sets(normalize_batch([rows[int(i)][1] or "" for i in ids]), self.spec)
         return Profiles(sigs, sets), names
 
     # -- pairs -----------------------------------------------------------------------------
