@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import itertools
 import json
+import logging
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -38,9 +39,15 @@ from simindex.readers import (
     read_records,
     record_id,
 )
-from simindex.report import require_matplotlib, write_report
+from simindex.report import example_pairs, require_matplotlib, write_report
 from simindex.spec import DEFAULT_SCHEME, SCHEMES, SignatureSpec
-from simindex.store import create_engine, database_url, display_url
+from simindex.store import (
+    DEFAULT_LOCK_TIMEOUT,
+    application_name,
+    create_engine,
+    database_url,
+    display_url,
+)
 from simindex.writers import write_records
 
 app = typer.Typer(
@@ -56,6 +63,16 @@ app.add_typer(db_app, name="db")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
+
+class _ToStderr(logging.Handler):
+    """The library's notices (e.g. a writer waiting for another) on stderr, like progress."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(escape(record.getMessage()), highlight=False)
+
+
+logging.getLogger("simindex").addHandler(_ToStderr())
+
 Db = Annotated[
     str | None,
     typer.Option(
@@ -64,6 +81,24 @@ Db = Annotated[
         help="Database: a SQLite file path, sqlite:///path or postgresql://user@host/db. "
         "Default: ./simindex.db",
         show_default=False,
+    ),
+]
+Schema = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        envvar="SIMINDEX_SCHEMA",
+        help="PostgreSQL schema holding the index (created with it), so several indexes "
+        "share a database. Default: the database's search_path (usually public).",
+        show_default=False,
+    ),
+]
+LockTimeout = Annotated[
+    float,
+    typer.Option(
+        "--lock-timeout",
+        envvar="SIMINDEX_LOCK_TIMEOUT",
+        help="Seconds to wait for another writer of the index before giving up.",
     ),
 ]
 Threshold = Annotated[
@@ -136,6 +171,7 @@ def user_errors(function: F) -> F:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
         try:
             return function(*args, **kwargs)
         except SimindexError as exc:
@@ -149,6 +185,8 @@ def user_errors(function: F) -> F:
 @user_errors
 def init(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float,
         typer.Option(help="Similarity that counts as a duplicate; the banding is tuned for it."),
@@ -173,7 +211,14 @@ def init(
         shingle=shingle.value, k=k, num_perm=num_perm, seed=seed, scheme=scheme.value
     )
     with Index.create(
-        db, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
+        db,
+        spec,
+        threshold=threshold,
+        bands=bands,
+        rows=rows,
+        keep_text=keep_text,
+        schema=schema,
+        lock_timeout=lock_timeout,
     ) as index:
         _describe_index(index)
 
@@ -188,6 +233,8 @@ def ingest(
         ),
     ],
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     fmt: Annotated[
         InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
     ] = InputFormat.auto,
@@ -223,7 +270,7 @@ def ingest(
     """Add documents to the index (creating it with default settings if the database has none).
 
     All files go in one transaction: on an error nothing is added."""
-    index, created = Index.open_or_create(db)
+    index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
     with index, _ErrorLog(error_log) as errors:
         if created:
             err.print(f"Created a new index in {index.url}", highlight=False)
@@ -266,6 +313,7 @@ def query(
         str | None, typer.Argument(help="The text to look up.", show_default=False)
     ] = None,
     db: Db = None,
+    schema: Schema = None,
     file: Annotated[Path | None, typer.Option(help="Read the text from this file.")] = None,
     doc_id: Annotated[
         str | None, typer.Option("--id", help="Look up an indexed document by its id.")
@@ -278,7 +326,7 @@ def query(
     given = [x for x in (text, file, doc_id) if x is not None]
     if len(given) != 1:
         raise ParameterError("give exactly one of: a TEXT argument, --file, or --id")
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         if doc_id is not None:
             matches = index.query_id(doc_id, threshold=threshold, limit=limit)
         else:
@@ -296,6 +344,8 @@ def query(
 @user_errors
 def pairs(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     max_bucket_size: Annotated[
         int, typer.Option(help="Buckets larger than this are linked to one member, not paired out.")
@@ -305,7 +355,7 @@ def pairs(
     ] = 20,
 ) -> None:
     """Find candidate pairs in the database, verify them, and store the similar ones."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.find_pairs(threshold, max_bucket_size=max_bucket_size)
         verdict = "exact Jaccard" if report.exact else "estimated Jaccard (text not kept)"
         err.print(
@@ -341,6 +391,7 @@ CLUSTER_FIELDS = ["external_id", "cluster", "is_representative", "similarity"]
 @user_errors
 def export(
     db: Db = None,
+    schema: Schema = None,
     what: Annotated[
         Exported, typer.Option(help="Pairs (from `pairs`) or clusters (from `clusters`).")
     ] = Exported.pairs,
@@ -353,7 +404,7 @@ def export(
     ] = None,
 ) -> None:
     """Write the verified pairs, or the clusters, with external ids and similarities."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         if what is Exported.pairs:
             rows, fields = index.pairs(threshold), PAIR_FIELDS
         else:
@@ -373,6 +424,8 @@ def export(
 @user_errors
 def clusters(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     rule: Annotated[
         Rule, typer.Option(help="Which document represents (names) a cluster.")
@@ -382,7 +435,7 @@ def clusters(
     ] = 10,
 ) -> None:
     """Group the verified pairs into clusters of duplicates (connected components)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.cluster(threshold, rule=rule.value)
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
@@ -432,6 +485,8 @@ def dedup(
             show_default=False,
         ),
     ] = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float, typer.Option(help="Similarity that makes a duplicate.")
     ] = DEFAULT_THRESHOLD,
@@ -461,7 +516,13 @@ def dedup(
     with tempfile.TemporaryDirectory() as scratch:
         url = db or str(Path(scratch) / "dedup.db")
         spec = SignatureSpec(scheme=scheme.value) if scheme else None
-        index, _ = Index.open_or_create(url, threshold=threshold, spec=spec)
+        index, _ = Index.open_or_create(  # the schema is --db's: a scratch file has none
+            url,
+            threshold=threshold,
+            spec=spec,
+            schema=schema if db else None,
+            lock_timeout=lock_timeout,
+        )
         with index:
             with _progress("Indexing") as advance:
                 documents = read_documents(input_file, input_fmt, id_field, text_field, encoding)
@@ -508,6 +569,8 @@ def delete(
         typer.Argument(help="External ids of the documents to remove.", show_default=False),
     ] = None,
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     ids_file: Annotated[
         Path | None, typer.Option(help="Also remove the ids listed in this file, one per line.")
     ] = None,
@@ -525,7 +588,7 @@ def delete(
             raise InputError(f"{ids_file}: can't read: {exc.strerror}") from None
     if not wanted:
         raise ParameterError("give the ids to delete, or --ids-file")
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         removed = index.delete(wanted)
     err.print(f"Removed {removed:,} of {len(wanted):,} documents", highlight=False)
 
@@ -534,6 +597,8 @@ def delete(
 @user_errors
 def evict(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     older_than: Annotated[
         datetime | None,
         typer.Option(
@@ -548,7 +613,7 @@ def evict(
     if (older_than is None) == (days is None):
         raise ParameterError("give --older-than or --days (one of them)")
     cutoff = older_than if older_than is not None else datetime.now(UTC) - timedelta(days=days or 0)
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         removed = index.evict(cutoff)
     err.print(
         f"Removed {removed:,} documents ingested before {cutoff.isoformat()}", highlight=False
@@ -559,6 +624,8 @@ def evict(
 @user_errors
 def reband(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     bands: Annotated[
         int | None, typer.Option(help="Bands of the new banding (with --rows).")
     ] = None,
@@ -572,7 +639,7 @@ def reband(
     ] = False,
 ) -> None:
     """Build a new banding from the stored signatures (no text is re-read)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         if threshold is not None:
             if bands is not None or rows is not None:
                 raise ParameterError("give --threshold or --bands and --rows, not both")
@@ -593,10 +660,11 @@ def reband(
 @user_errors
 def stats(
     db: Db = None,
+    schema: Schema = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Documents, bandings, bucket sizes and the largest buckets of the index."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.stats()
     if as_json:
         typer.echo(json.dumps(result, default=str, indent=2))
@@ -617,6 +685,12 @@ def stats(
             "-" if b["pairs_threshold"] is None else str(b["pairs_threshold"]),
         )
     out.print(table)
+    if result["retired_bandings"]:
+        out.print(
+            f"retired bandings {', '.join(map(str, result['retired_bandings']))}: their band "
+            "keys are dropped at the next write (readers held them; docs/reliability.md)",
+            highlight=False,
+        )
     sizes = Table(
         "bucket size", "buckets", title=f"Bucket sizes (banding {result['active_banding']})"
     )
@@ -631,9 +705,9 @@ def stats(
 
 @app.command()
 @user_errors
-def check(db: Db = None) -> None:
+def check(db: Db = None, schema: Schema = None) -> None:
     """Check the index's integrity; exit 1 and list the problems if there are any."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         problems = index.check()
     for problem in problems:
         err.print(f"[bold red]Problem:[/] {escape(problem)}", highlight=False)
@@ -646,13 +720,14 @@ def check(db: Db = None) -> None:
 @user_errors
 def evaluate(
     db: Db = None,
+    schema: Schema = None,
     sample: Sample = DEFAULT_SAMPLE,
     floor: Floor = 0.5,
     seed: Seed = 0,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Measure recall and precision against exact Jaccard on a sample of the documents."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
@@ -664,6 +739,7 @@ def evaluate(
 @user_errors
 def report(
     db: Db = None,
+    schema: Schema = None,
     output: Annotated[
         Path,
         typer.Option(
@@ -676,10 +752,11 @@ def report(
 ) -> None:
     """Draw the evaluation and the index's statistics: one HTML page with figures (PNG, SVG)."""
     require_matplotlib()  # before the evaluation, which may take a while
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
-    files = write_report(result, statistics, output)
+        examples = example_pairs(index, result)
+    files = write_report(result, statistics, output, examples)
     err.print(
         f"Wrote {output}, with its {len(files) - 1} figure files in {files[1].parent}",
         highlight=False,
@@ -733,9 +810,10 @@ def tune(
         int, typer.Option(help="With --db: documents sampled for the estimate.")
     ] = 5000,
     seed: Annotated[int, typer.Option(help="With --db: seed of the sample.")] = 0,
+    schema: Schema = None,
 ) -> None:
     """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
-    num_perm = _tune_num_perm(db, num_perm)
+    num_perm = _tune_num_perm(db, schema, num_perm)
     targets = (low, p_low, high, p_high)
     if threshold is not None and any(t is not None for t in targets):
         raise ParameterError("give --threshold, or --low --p-low --high --p-high, not both")
@@ -748,7 +826,7 @@ def tune(
     chosen = result.chosen
     listed = [(b.bands, b.rows) for b in result.feasible[:show]]
     estimates, active = (
-        _candidate_estimates(db, [*listed, (chosen.bands, chosen.rows)], sample, seed)
+        _candidate_estimates(db, schema, [*listed, (chosen.bands, chosen.rows)], sample, seed)
         if db is not None
         else ({}, None)
     )
@@ -815,11 +893,11 @@ def tune(
         )
 
 
-def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
+def _tune_num_perm(db: str | None, schema: str | None, num_perm: int | None) -> int:
     """The signature length to tune for: the index's with --db, else --num-perm or 128."""
     if db is None:
         return 128 if num_perm is None else num_perm
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         own = index.spec.num_perm
     if num_perm is not None and num_perm != own:
         raise ParameterError(
@@ -830,10 +908,10 @@ def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
 
 
 def _candidate_estimates(
-    db: str, bandings: list[tuple[int, int]], sample: int, seed: int
+    db: str, schema: str | None, bandings: list[tuple[int, int]], sample: int, seed: int
 ) -> tuple[dict[tuple[int, int], CandidateEstimate], tuple[int, int]]:
     """Candidate-pair estimates for the bandings and the index's active one (also returned)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         banding = next(b for b in index.bandings() if b["is_active"])
         active = (banding["bands"], banding["rows"])
         wanted = list(dict.fromkeys([*bandings, active]))
@@ -850,9 +928,9 @@ def _estimate_text(estimate: CandidateEstimate) -> str:
 
 @db_app.command()
 @user_errors
-def upgrade(db: Db = None) -> None:
+def upgrade(db: Db = None, schema: Schema = None) -> None:
     """Create or migrate the schema to this simindex's revision."""
-    engine = create_engine(database_url(db))
+    engine = create_engine(database_url(db), schema)
     try:
         before, after = migrate.upgrade(engine)
     finally:
@@ -868,9 +946,9 @@ def upgrade(db: Db = None) -> None:
 
 @db_app.command()
 @user_errors
-def current(db: Db = None) -> None:
+def current(db: Db = None, schema: Schema = None) -> None:
     """Show the database's schema revision and the one this simindex needs."""
-    engine = create_engine(database_url(db))
+    engine = create_engine(database_url(db), schema)
     try:
         with engine.connect() as connection:
             revision = migrate.current_revision(connection)
