@@ -17,20 +17,21 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from simindex import banding as lsh
-from simindex import migrate
-from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE
+from simindex.defaults import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_BUCKET_SIZE,
+    DEFAULT_RECALL,
+    DEFAULT_SAMPLE,
+    DEFAULT_THRESHOLD,
+)
 from simindex.errors import InputError, ParameterError, SimindexError
-from simindex.evaluate import CandidateEstimate, Evaluation
-from simindex.index import DEFAULT_BATCH_SIZE, DEFAULT_SAMPLE, DEFAULT_THRESHOLD, Index, Match
 from simindex.readers import (
     DEFAULT_MAX_CHARS,
     detect_format,
@@ -38,23 +39,42 @@ from simindex.readers import (
     read_records,
     record_id,
 )
-from simindex.report import require_matplotlib, write_report
-from simindex.spec import SignatureSpec
-from simindex.store import create_engine, database_url, display_url
 from simindex.writers import write_records
+
+# numba, NumPy, SQLAlchemy and psycopg load inside the commands that need them, so --help
+# and --version start fast (see benchmarks/bench_startup.py).
+if TYPE_CHECKING:
+    from simindex.evaluate import CandidateEstimate, Evaluation
+    from simindex.index import Index, Match
 
 app = typer.Typer(
     help="A persistent near-duplicate index: MinHash LSH in SQLite or PostgreSQL.",
     no_args_is_help=True,
     add_completion=False,
+    # Plain help: Typer's rich help labels every flag (--json, --help) "<bool>" as if it took
+    # a value.
+    rich_markup_mode=None,
 )
 db_app = typer.Typer(
-    help="The database schema: upgrade it, show its revision.", no_args_is_help=True
+    help="The database schema: upgrade it, show its revision.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(db_app, name="db")
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+# Markup off: ids, paths and texts are the user's data, never rich markup (an id "[/]" or
+# "[link=...]" prints as itself); styles are given explicitly where wanted.
+out = Console(soft_wrap=True, markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)
+
+
+def shown(text: object) -> str:
+    """User data (an id, a path, a text) as it may reach a terminal: control characters
+    (escape sequences, newlines, zero-width marks) written as Python escapes."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text)
+    )
+
 
 Db = Annotated[
     str | None,
@@ -123,6 +143,13 @@ class Shingle(StrEnum):
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _open(db: str | None) -> Index:
+    """Open the index at ``db``; the library (numba, SQLAlchemy) loads here, on first use."""
+    from simindex.index import Index
+
+    return Index.open(db)
+
+
 def user_errors(function: F) -> F:
     """Print a SimindexError as one line and exit 1, without a traceback."""
 
@@ -131,7 +158,7 @@ def user_errors(function: F) -> F:
         try:
             return function(*args, **kwargs)
         except SimindexError as exc:
-            err.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
+            err.print(Text.assemble(("Error:", "bold red"), " ", shown(exc)))
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
@@ -160,6 +187,9 @@ def init(
     ] = True,
 ) -> None:
     """Create an index in an empty database."""
+    from simindex.index import Index
+    from simindex.spec import SignatureSpec
+
     spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
     with Index.create(
         db, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
@@ -212,10 +242,12 @@ def ingest(
     """Add documents to the index (creating it with default settings if the database has none).
 
     All files go in one transaction: on an error nothing is added."""
+    from simindex.index import Index
+
     index, created = Index.open_or_create(db)
     with index, _ErrorLog(error_log) as errors:
         if created:
-            err.print(f"Created a new index in {index.url}", highlight=False)
+            err.print(f"Created a new index in {index.url}")
             _describe_index(index)
         started = time.perf_counter()
         report = errors.add if on_error is Policy.skip else None
@@ -243,8 +275,7 @@ def ingest(
                 if result.skipped_existing
                 else ""
             )
-            + (f"; skipped {len(result.skipped_empty):,} empty" if result.skipped_empty else ""),
-            highlight=False,
+            + (f"; skipped {len(result.skipped_empty):,} empty" if result.skipped_empty else "")
         )
 
 
@@ -267,7 +298,7 @@ def query(
     given = [x for x in (text, file, doc_id) if x is not None]
     if len(given) != 1:
         raise ParameterError("give exactly one of: a TEXT argument, --file, or --id")
-    with Index.open(db) as index:
+    with _open(db) as index:
         if doc_id is not None:
             matches = index.query_id(doc_id, threshold=threshold, limit=limit)
         else:
@@ -278,7 +309,7 @@ def query(
                     raise InputError(f"{file}: can't read as UTF-8 text: {exc}") from None
             matches = index.query(text or "", threshold=threshold, limit=limit)
         _print_matches(matches, as_json)
-        err.print(f"{len(matches)} match(es)", highlight=False)
+        err.print(f"{len(matches)} match(es)")
 
 
 @app.command()
@@ -294,19 +325,17 @@ def pairs(
     ] = 20,
 ) -> None:
     """Find candidate pairs in the database, verify them, and store the similar ones."""
-    with Index.open(db) as index:
+    with _open(db) as index:
         report = index.find_pairs(threshold, max_bucket_size=max_bucket_size)
         verdict = "exact Jaccard" if report.exact else "estimated Jaccard (text not kept)"
         err.print(
             f"{report.candidates:,} candidate pairs -> {report.pairs:,} pairs with {verdict} >= "
-            f"{report.threshold} in {report.seconds:.2f} s",
-            highlight=False,
+            f"{report.threshold} in {report.seconds:.2f} s"
         )
         if report.hot_buckets:
             err.print(
                 f"{report.hot_buckets} bucket(s) had more than {max_bucket_size} members (largest "
-                f"{report.largest_bucket}); their members were linked to one representative",
-                highlight=False,
+                f"{report.largest_bucket}); their members were linked to one representative"
             )
         if show:
             table = Table("id_a", "id_b", "similarity", "estimate")
@@ -342,7 +371,7 @@ def export(
     ] = None,
 ) -> None:
     """Write the verified pairs, or the clusters, with external ids and similarities."""
-    with Index.open(db) as index:
+    with _open(db) as index:
         if what is Exported.pairs:
             rows, fields = index.pairs(threshold), PAIR_FIELDS
         else:
@@ -352,10 +381,7 @@ def export(
         first = next(rows, None)  # a missing step raises here, before any file is created
         records = itertools.chain([first] if first else [], rows)
         count = write_records(records, fields, fmt.value, str(output) if output else None)
-        err.print(
-            f"Exported {count:,} {what.value}" + (f" to {output}" if output else ""),
-            highlight=False,
-        )
+        err.print(f"Exported {count:,} {what.value}" + (f" to {output}" if output else ""))
 
 
 @app.command()
@@ -371,13 +397,12 @@ def clusters(
     ] = 10,
 ) -> None:
     """Group the verified pairs into clusters of duplicates (connected components)."""
-    with Index.open(db) as index:
+    with _open(db) as index:
         report = index.cluster(threshold, rule=rule.value)
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
             f"{report.largest:,}) at similarity >= {report.threshold}, representative: "
-            f"{report.rule}; {report.seconds:.2f} s",
-            highlight=False,
+            f"{report.rule}; {report.seconds:.2f} s"
         )
         if show:
             sizes: dict[str, int] = {}
@@ -443,6 +468,8 @@ def dedup(
         "parquet" if output.endswith(".parquet") else detect_format(output, default=input_fmt)
     )
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
+    from simindex.index import Index
+
     with tempfile.TemporaryDirectory() as scratch:
         url = db or str(Path(scratch) / "dedup.db")
         index, _ = Index.open_or_create(url, threshold=threshold)
@@ -469,8 +496,7 @@ def dedup(
     )
     err.print(
         f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records in "
-        f"{output}, dropped {len(drop):,} (listed in {dropped})",
-        highlight=False,
+        f"{output}, dropped {len(drop):,} (listed in {dropped})"
     )
 
 
@@ -509,9 +535,9 @@ def delete(
             raise InputError(f"{ids_file}: can't read: {exc.strerror}") from None
     if not wanted:
         raise ParameterError("give the ids to delete, or --ids-file")
-    with Index.open(db) as index:
+    with _open(db) as index:
         removed = index.delete(wanted)
-    err.print(f"Removed {removed:,} of {len(wanted):,} documents", highlight=False)
+    err.print(f"Removed {removed:,} of {len(wanted):,} documents")
 
 
 @app.command()
@@ -532,11 +558,9 @@ def evict(
     if (older_than is None) == (days is None):
         raise ParameterError("give --older-than or --days (one of them)")
     cutoff = older_than if older_than is not None else datetime.now(UTC) - timedelta(days=days or 0)
-    with Index.open(db) as index:
+    with _open(db) as index:
         removed = index.evict(cutoff)
-    err.print(
-        f"Removed {removed:,} documents ingested before {cutoff.isoformat()}", highlight=False
-    )
+    err.print(f"Removed {removed:,} documents ingested before {cutoff.isoformat()}")
 
 
 @app.command()
@@ -556,7 +580,9 @@ def reband(
     ] = False,
 ) -> None:
     """Build a new banding from the stored signatures (no text is re-read)."""
-    with Index.open(db) as index:
+    from simindex import banding as lsh
+
+    with _open(db) as index:
         if threshold is not None:
             if bands is not None or rows is not None:
                 raise ParameterError("give --threshold or --bands and --rows, not both")
@@ -568,8 +594,7 @@ def reband(
         banding_id = index.reband(bands, rows, activate=activate, drop_old=drop_old)
         err.print(
             f"Built banding {banding_id} ({bands} bands x {rows} rows) in {time.perf_counter() - started:.1f} s"
-            + ("; it is now active" if activate else ""),
-            highlight=False,
+            + ("; it is now active" if activate else "")
         )
 
 
@@ -580,16 +605,15 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Documents, bandings, bucket sizes and the largest buckets of the index."""
-    with Index.open(db) as index:
+    with _open(db) as index:
         result = index.stats()
     if as_json:
         typer.echo(json.dumps(result, default=str, indent=2))
         return
-    out.print(f"index      {result['url']}\nscheme     {index.spec.describe()}", highlight=False)
+    out.print(f"index      {result['url']}\nscheme     {index.spec.describe()}")
     out.print(
         f"documents  {result['documents']:,} ({result['exact_duplicate_groups']:,} groups of exact duplicates)\n"
-        f"text kept  {'yes' if result['keep_text'] else 'no'}; default threshold {result['threshold']}",
-        highlight=False,
+        f"text kept  {'yes' if result['keep_text'] else 'no'}; default threshold {result['threshold']}"
     )
     table = Table("banding", "bands x rows", "state", "active", "pairs found at", title="Bandings")
     for b in result["bandings"]:
@@ -617,13 +641,13 @@ def stats(
 @user_errors
 def check(db: Db = None) -> None:
     """Check the index's integrity; exit 1 and list the problems if there are any."""
-    with Index.open(db) as index:
+    with _open(db) as index:
         problems = index.check()
     for problem in problems:
-        err.print(f"[bold red]Problem:[/] {escape(problem)}", highlight=False)
+        err.print(Text.assemble(("Problem:", "bold red"), " ", shown(problem)))
     if problems:
         raise typer.Exit(1)
-    err.print(f"{index.url}: consistent", highlight=False)
+    err.print(f"{index.url}: consistent")
 
 
 @app.command()
@@ -636,7 +660,7 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Measure recall and precision against exact Jaccard on a sample of the documents."""
-    with Index.open(db) as index:
+    with _open(db) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
@@ -659,15 +683,14 @@ def report(
     seed: Seed = 0,
 ) -> None:
     """Draw the evaluation and the index's statistics: one HTML page with figures (PNG, SVG)."""
+    from simindex.report import require_matplotlib, write_report
+
     require_matplotlib()  # before the evaluation, which may take a while
-    with Index.open(db) as index:
+    with _open(db) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
     files = write_report(result, statistics, output)
-    err.print(
-        f"Wrote {output}, with its {len(files) - 1} figure files in {files[1].parent}",
-        highlight=False,
-    )
+    err.print(f"Wrote {output}, with its {len(files) - 1} figure files in {files[1].parent}")
 
 
 @app.command()
@@ -686,7 +709,7 @@ def tune(
     ] = None,
     recall: Annotated[
         float, typer.Option(help="With --threshold: candidate probability at t.")
-    ] = lsh.DEFAULT_RECALL,
+    ] = DEFAULT_RECALL,
     low: Annotated[
         float | None,
         typer.Option(help="Low similarity: pairs below it should rarely be candidates."),
@@ -719,6 +742,8 @@ def tune(
     seed: Annotated[int, typer.Option(help="With --db: seed of the sample.")] = 0,
 ) -> None:
     """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
+    from simindex import banding as lsh
+
     num_perm = _tune_num_perm(db, num_perm)
     targets = (low, p_low, high, p_high)
     if threshold is not None and any(t is not None for t in targets):
@@ -738,8 +763,7 @@ def tune(
     )
     goal_low = "(ranking only)" if threshold is not None else f"<= {result.p_low:g}"
     out.print(
-        f"targets: P({result.s_low:g}) {goal_low}, P({result.s_high:g}) >= {result.p_high:g}, num_perm {num_perm}",
-        highlight=False,
+        f"targets: P({result.s_low:g}) {goal_low}, P({result.s_high:g}) >= {result.p_high:g}, num_perm {num_perm}"
     )
     table = Table(
         "bands",
@@ -765,16 +789,15 @@ def tune(
         )
     if result.feasible:
         out.print(table)
-        out.print(f"chosen: {chosen.bands} bands x {chosen.rows} rows", highlight=False)
+        out.print(f"chosen: {chosen.bands} bands x {chosen.rows} rows")
     else:
-        out.print(f"No banding within {num_perm} hashes meets the targets.", highlight=False)
-        out.print(f"best compromise: {chosen.bands} bands x {chosen.rows} rows", highlight=False)
+        out.print(f"No banding within {num_perm} hashes meets the targets.")
+        out.print(f"best compromise: {chosen.bands} bands x {chosen.rows} rows")
         needed = result.num_perm_needed
         out.print(
             f"num_perm needed to meet them: {needed}"
             if needed
-            else "no num_perm up to 65536 meets them",
-            highlight=False,
+            else "no num_perm up to 65536 meets them"
         )
     out.print(
         f"  P({result.s_low:g}) = {chosen.p_at_low:.6g}, P({result.s_high:g}) = {chosen.p_at_high:.6g}, "
@@ -784,8 +807,7 @@ def tune(
             if threshold is not None
             else f"  the curve crosses {result.p_low:g} at similarity {result.low_crossing:.4f} "
             f"and {result.p_high:g} at similarity {result.high_crossing:.4f}"
-        ),
-        highlight=False,
+        )
     )
     if active is not None:
         now = estimates[active]
@@ -794,8 +816,7 @@ def tune(
             f"the index, estimated from {now.sample:,} sampled (seed {seed}):\n"
             f"  chosen {chosen.bands} x {chosen.rows}: "
             f"{_estimate_text(estimates[(chosen.bands, chosen.rows)])}\n"
-            f"  active {active[0]} x {active[1]}: {_estimate_text(now)}",
-            highlight=False,
+            f"  active {active[0]} x {active[1]}: {_estimate_text(now)}"
         )
 
 
@@ -803,7 +824,7 @@ def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
     """The signature length to tune for: the index's with --db, else --num-perm or 128."""
     if db is None:
         return 128 if num_perm is None else num_perm
-    with Index.open(db) as index:
+    with _open(db) as index:
         own = index.spec.num_perm
     if num_perm is not None and num_perm != own:
         raise ParameterError(
@@ -817,7 +838,7 @@ def _candidate_estimates(
     db: str, bandings: list[tuple[int, int]], sample: int, seed: int
 ) -> tuple[dict[tuple[int, int], CandidateEstimate], tuple[int, int]]:
     """Candidate-pair estimates for the bandings and the index's active one (also returned)."""
-    with Index.open(db) as index:
+    with _open(db) as index:
         banding = next(b for b in index.bandings() if b["is_active"])
         active = (banding["bands"], banding["rows"])
         wanted = list(dict.fromkeys([*bandings, active]))
@@ -836,17 +857,19 @@ def _estimate_text(estimate: CandidateEstimate) -> str:
 @user_errors
 def upgrade(db: Db = None) -> None:
     """Create or migrate the schema to this simindex's revision."""
+    from simindex import migrate
+    from simindex.store import create_engine, database_url, display_url
+
     engine = create_engine(database_url(db))
     try:
         before, after = migrate.upgrade(engine)
     finally:
         engine.dispose()
     if before == after:
-        err.print(f"{display_url(str(engine.url))} is already at revision {after}", highlight=False)
+        err.print(f"{display_url(str(engine.url))} is already at revision {after}")
     else:
         err.print(
-            f"Upgraded {display_url(str(engine.url))} from {before or 'an empty database'} to {after}",
-            highlight=False,
+            f"Upgraded {display_url(str(engine.url))} from {before or 'an empty database'} to {after}"
         )
 
 
@@ -854,6 +877,9 @@ def upgrade(db: Db = None) -> None:
 @user_errors
 def current(db: Db = None) -> None:
     """Show the database's schema revision and the one this simindex needs."""
+    from simindex import migrate
+    from simindex.store import create_engine, database_url
+
     engine = create_engine(database_url(db))
     try:
         with engine.connect() as connection:
@@ -862,20 +888,18 @@ def current(db: Db = None) -> None:
         engine.dispose()
     head = migrate.head_revision()
     state = "up to date" if revision == head else "run `simindex db upgrade`"
-    out.print(
-        f"database revision: {revision or 'none'}\nsimindex needs:    {head} ({state})",
-        highlight=False,
-    )
+    out.print(f"database revision: {revision or 'none'}\nsimindex needs:    {head} ({state})")
 
 
 def _describe_index(index: Index) -> None:
+    from simindex import banding as lsh
+
     active = next(b for b in index.bandings() if b["is_active"])
     p = lsh.candidate_probability(index.threshold, active["bands"], active["rows"])
     err.print(
         f"{index.spec.describe()}; text {'kept' if index.keep_text else 'not kept'}\n"
         f"banding {active['bands']} bands x {active['rows']} rows: a pair at similarity "
-        f"{index.threshold} becomes a candidate with probability {p:.4f}",
-        highlight=False,
+        f"{index.threshold} becomes a candidate with probability {p:.4f}"
     )
 
 
@@ -897,8 +921,7 @@ def _print_evaluation(result: Evaluation) -> None:
         f"{_share(estimate['precision'])} ({estimate['pairs']:,} pairs)\n"
         f"estimate - exact over {error['pairs']:,} pairs >= {result.floor:g}: mean "
         f"{_share(error['mean'], '+.4f')}, std {_share(error['std'])} (theory "
-        f"{_share(error['theoretical_std'])})",
-        highlight=False,
+        f"{_share(error['theoretical_std'])})"
     )
     table = Table(
         "exact similarity", "pairs", "candidates", "candidate rate", "predicted", "95% interval"
@@ -961,14 +984,14 @@ class _ErrorLog:
     def __exit__(self, *exc_info: Any) -> None:
         if self._stream is not None:
             self._stream.close()
-            err.print(
-                f"Skipped {self.count:,} bad record(s), listed in {self.path}", highlight=False
-            )
+            err.print(f"Skipped {self.count:,} bad record(s), listed in {self.path}")
 
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int], None]]:
     """A rich progress display on stderr counting documents; yields ``advance(n)``."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     columns = (
         SpinnerColumn(),
         TextColumn(f"{label} {{task.completed:,}} documents"),

@@ -31,6 +31,7 @@ from simindex import banding as lsh
 from simindex import migrate
 from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE, bucket_pairs, collect, group_keys
 from simindex.cluster import RULES, Rule, components, representatives
+from simindex.defaults import DEFAULT_BATCH_SIZE, DEFAULT_SAMPLE, DEFAULT_THRESHOLD
 from simindex.errors import (
     DatabaseError,
     DuplicateIdError,
@@ -48,14 +49,9 @@ from simindex.spec import SignatureSpec
 from simindex.store import BandKeyWriter, Store, create_engine, database_url, display_url
 from simindex.verify import Profiles, compare
 
-DEFAULT_BATCH_SIZE = 5_000
 # Band keys reband() holds at once: it makes the fewest passes over the signatures that keep
 # n_documents * bands_per_pass * 8 bytes below this (one pass at 400k documents x 42 bands).
 REBAND_MEMORY = 512 * 2**20
-DEFAULT_THRESHOLD = 0.8
-# Documents evaluate compares all pairs of: pairs grow with its square, and the exact join
-# takes seconds at this size.
-DEFAULT_SAMPLE = 10_000
 
 OnDuplicate = Literal["fail", "skip"]
 
