@@ -16,17 +16,31 @@ if TYPE_CHECKING:
         tune,
         tune_threshold,
     )
-    from simindex.errors import SimindexError
-    from simindex.index import AddResult, Index, Match, PairsReport
+    from simindex.errors import LowRecallWarning, SimindexError
+    from simindex.index import (
+        AddResult,
+        ClusterMember,
+        Index,
+        Match,
+        Pair,
+        PairsReport,
+        Removal,
+        StoredDocument,
+    )
     from simindex.minhash import estimate_jaccard, signatures
     from simindex.shingle import normalize, shingle_sets
     from simindex.spec import SignatureSpec
 
 _MODULES = {
     "AddResult": "index",
+    "ClusterMember": "index",
     "Index": "index",
+    "LowRecallWarning": "errors",
     "Match": "index",
+    "Pair": "index",
     "PairsReport": "index",
+    "Removal": "index",
+    "StoredDocument": "index",
     "SignatureSpec": "spec",
     "SimindexError": "errors",
     "approx_threshold": "banding",
@@ -42,9 +56,14 @@ _MODULES = {
 }
 __all__ = [
     "AddResult",
+    "ClusterMember",
     "Index",
+    "LowRecallWarning",
     "Match",
+    "Pair",
     "PairsReport",
+    "Removal",
+    "StoredDocument",
     "SignatureSpec",
     "SimindexError",
     "approx_threshold",

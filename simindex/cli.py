@@ -7,11 +7,16 @@ code 1; any other exception is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 import itertools
 import json
+import math
+import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -31,7 +36,7 @@ from simindex.defaults import (
     DEFAULT_SAMPLE,
     DEFAULT_THRESHOLD,
 )
-from simindex.errors import InputError, ParameterError, SimindexError
+from simindex.errors import InputError, LowRecallWarning, ParameterError, SimindexError
 from simindex.readers import (
     DEFAULT_MAX_CHARS,
     detect_format,
@@ -45,7 +50,7 @@ from simindex.writers import write_records
 # and --version start fast (see benchmarks/bench_startup.py).
 if TYPE_CHECKING:
     from simindex.evaluate import CandidateEstimate, Evaluation
-    from simindex.index import Index, Match
+    from simindex.index import Index, Match, Removal
 
 app = typer.Typer(
     help="A persistent near-duplicate index: MinHash LSH in SQLite or PostgreSQL.",
@@ -156,12 +161,27 @@ def user_errors(function: F) -> F:
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return function(*args, **kwargs)
+            with warnings.catch_warnings():
+                warnings.showwarning = _show_warning
+                return function(*args, **kwargs)
         except SimindexError as exc:
             err.print(Text.assemble(("Error:", "bold red"), " ", shown(exc)))
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+_default_showwarning = warnings.showwarning
+
+
+def _show_warning(
+    message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
+) -> None:
+    """A library warning about the user's data or parameters is one ``Warning:`` line."""
+    if issubclass(category, LowRecallWarning):
+        err.print(Text.assemble(("Warning:", "bold yellow"), " ", shown(message)))
+    else:
+        _default_showwarning(message, category, *args, **kwargs)
 
 
 @app.command()
@@ -279,6 +299,20 @@ def ingest(
         )
 
 
+Show = Annotated[
+    bool,
+    typer.Option(
+        "--show", help="Add each document's title (metadata 'title', else the start of its text)."
+    ),
+]
+Yes = Annotated[
+    bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (for scripts).")
+]
+DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
+]
+
+
 @app.command()
 @user_errors
 def query(
@@ -292,6 +326,7 @@ def query(
     ] = None,
     threshold: Threshold = None,
     limit: Annotated[int, typer.Option(help="At most this many matches.")] = 20,
+    show: Show = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
 ) -> None:
     """Find indexed documents similar to a text, a file, or an indexed document."""
@@ -308,7 +343,8 @@ def query(
                 except (OSError, UnicodeDecodeError) as exc:
                     raise InputError(f"{file}: can't read as UTF-8 text: {exc}") from None
             matches = index.query(text or "", threshold=threshold, limit=limit)
-        _print_matches(matches, as_json)
+        titles = _titles(index, [m.external_id for m in matches]) if show else None
+        _print_matches(matches, as_json, titles)
         err.print(f"{len(matches)} match(es)")
 
 
@@ -317,36 +353,53 @@ def query(
 def pairs(
     db: Db = None,
     threshold: Threshold = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Rebuild all pairs, not only those of documents added since the last run.",
+        ),
+    ] = False,
     max_bucket_size: Annotated[
         int, typer.Option(help="Buckets larger than this are linked to one member, not paired out.")
     ] = DEFAULT_MAX_BUCKET_SIZE,
-    show: Annotated[
+    top: Annotated[
         int, typer.Option(help="Print this many of the most similar pairs (0: none).")
     ] = 20,
+    show: Show = False,
 ) -> None:
     """Find candidate pairs in the database, verify them, and store the similar ones."""
     with _open(db) as index:
-        report = index.find_pairs(threshold, max_bucket_size=max_bucket_size)
+        report = index.find_pairs(threshold, full=full, max_bucket_size=max_bucket_size)
         verdict = "exact Jaccard" if report.exact else "estimated Jaccard (text not kept)"
+        how = (
+            f"incremental: {report.new_documents:,} new documents"
+            if report.incremental
+            else "full rebuild"
+        )
         err.print(
-            f"{report.candidates:,} candidate pairs -> {report.pairs:,} pairs with {verdict} >= "
-            f"{report.threshold} in {report.seconds:.2f} s"
+            f"{report.candidates:,} candidate pairs -> {report.pairs:,} new pairs ({how}); "
+            f"{report.stored:,} pairs stored at {verdict} >= {report.threshold:g}, banding "
+            f"{report.banding_id} ({report.bands} x {report.rows}, expected recall "
+            f"{report.expected_recall:.2%}); {report.seconds:.2f} s"
         )
         if report.hot_buckets:
             err.print(
                 f"{report.hot_buckets} bucket(s) had more than {max_bucket_size} members (largest "
                 f"{report.largest_bucket}); their members were linked to one representative"
             )
-        if show:
-            table = Table("id_a", "id_b", "similarity", "estimate")
-            for i, pair in enumerate(index.pairs(report.threshold)):
-                if i == show:
-                    break
+        if top:
+            found = list(itertools.islice(index.pairs(report.threshold), top))
+            titles = _titles(index, [i for p in found for i in (p.id_a, p.id_b)]) if show else None
+            columns = ["id_a", "id_b", "similarity", "estimate"]
+            table = Table(*columns, *(["title_a", "title_b"] if titles is not None else []))
+            for pair in found:
                 table.add_row(
-                    pair["id_a"],
-                    pair["id_b"],
-                    f"{pair['similarity']:.3f}",
-                    f"{pair['estimated_jaccard']:.3f}",
+                    shown(pair.id_a),
+                    shown(pair.id_b),
+                    f"{pair.similarity:.3f}",
+                    f"{pair.estimated_jaccard:.3f}",
+                    *([titles[pair.id_a], titles[pair.id_b]] if titles is not None else []),
                 )
             out.print(table)
 
@@ -379,9 +432,14 @@ def export(
                 raise ParameterError("clusters are exported as built; --threshold is for pairs")
             rows, fields = index.clusters(), CLUSTER_FIELDS
         first = next(rows, None)  # a missing step raises here, before any file is created
-        records = itertools.chain([first] if first else [], rows)
+        records = _records(itertools.chain([first] if first else [], rows), fields)
         count = write_records(records, fields, fmt.value, str(output) if output else None)
         err.print(f"Exported {count:,} {what.value}" + (f" to {output}" if output else ""))
+
+
+def _records(results: Iterator[Any], fields: list[str]) -> Iterator[dict[str, Any]]:
+    """Typed results (Pair, ClusterMember) as the dicts the writers take."""
+    return ({name: getattr(result, name) for name in fields} for result in results)
 
 
 @app.command()
@@ -392,26 +450,62 @@ def clusters(
     rule: Annotated[
         Rule, typer.Option(help="Which document represents (names) a cluster.")
     ] = Rule.earliest,
-    show: Annotated[
+    top: Annotated[
         int, typer.Option(help="Print this many of the largest clusters (0: none).")
     ] = 10,
+    show: Show = False,
 ) -> None:
     """Group the verified pairs into clusters of duplicates (connected components)."""
     with _open(db) as index:
         report = index.cluster(threshold, rule=rule.value)
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
-            f"{report.largest:,}) at similarity >= {report.threshold}, representative: "
+            f"{report.largest:,}) at similarity >= {report.threshold:g}, representative: "
             f"{report.rule}; {report.seconds:.2f} s"
         )
-        if show:
-            sizes: dict[str, int] = {}
-            for row in index.clusters():
-                sizes[row["cluster"]] = sizes.get(row["cluster"], 0) + 1
-            table = Table("cluster (representative)", "documents")
-            for name, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:show]:
-                table.add_row(name, f"{size:,}")
+        if top:
+            sizes = collections.Counter(member.cluster for member in index.clusters())
+            largest = sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:top]
+            titles = _titles(index, [name for name, _ in largest]) if show else None
+            table = Table(
+                "cluster (representative)", "documents", *(["title"] if titles is not None else [])
+            )
+            for name, size in largest:
+                table.add_row(
+                    shown(name), f"{size:,}", *([titles[name]] if titles is not None else [])
+                )
             out.print(table)
+
+
+@app.command()
+@user_errors
+def show(
+    doc_id: Annotated[str, typer.Argument(metavar="ID", help="The document's external id.")],
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text.")] = False,
+) -> None:
+    """Print one indexed document: its text and metadata."""
+    with _open(db) as index:
+        found = index.documents([doc_id])
+    if doc_id not in found:
+        raise InputError(f"no document with id {doc_id!r} is indexed")
+    document = found[doc_id]
+    if as_json:
+        typer.echo(json.dumps(dataclasses.asdict(document), default=str, ensure_ascii=False))
+        return
+    out.print(f"id           {shown(document.external_id)}")
+    out.print(f"ingested at  {document.ingested_at}")
+    for key, value in (document.metadata or {}).items():
+        out.print(f"{shown(key):12} {shown(json.dumps(value, ensure_ascii=False))}")
+    text = document.text if document.text is not None else "(text not kept by this index)"
+    # Newlines and tabs are the text's own layout; every other control character is escaped.
+    out.print("\n" + "\n".join(shown(line).replace("\\t", "\t") for line in text.splitlines()))
+
+
+def _titles(index: Index, external_ids: list[str]) -> dict[str, str]:
+    """external id -> a one-line title of the document, escaped for the terminal."""
+    found = index.documents(external_ids)
+    return {i: shown(found[i].title()) if i in found else "" for i in external_ids}
 
 
 @app.command()
@@ -479,13 +573,13 @@ def dedup(
                 index.add(documents, on_empty=on_empty.value, progress=advance)
             pairs = index.find_pairs(threshold)
             report = index.cluster(threshold, rule=keep.value)
-            drop = {r["external_id"]: r for r in index.clusters() if not r["is_representative"]}
+            drop = {r.external_id: r for r in index.clusters() if not r.is_representative}
     records = read_records(input_file, input_fmt, id_field, text_field, encoding)
     kept_records = (record for _, record in records if record_id(record, id_field) not in drop)
     fields = _fields(input_file, input_fmt, id_field, text_field, encoding)
     kept = write_records(kept_records, fields, output_fmt, output, id_field, text_field)
     report_rows = (
-        {"id": i, "representative": r["cluster"], "similarity": r["similarity"]}
+        {"id": i, "representative": r.cluster, "similarity": r.similarity}
         for i, r in sorted(drop.items())
     )
     write_records(
@@ -521,6 +615,8 @@ def delete(
     ids_file: Annotated[
         Path | None, typer.Option(help="Also remove the ids listed in this file, one per line.")
     ] = None,
+    yes: Yes = False,
+    dry_run: DryRun = False,
 ) -> None:
     """Remove documents, their signatures, band keys, pairs and cluster membership."""
     wanted = list(ids or [])
@@ -536,8 +632,9 @@ def delete(
     if not wanted:
         raise ParameterError("give the ids to delete, or --ids-file")
     with _open(db) as index:
-        removed = index.delete(wanted)
-    err.print(f"Removed {removed:,} of {len(wanted):,} documents")
+        wanted = list(dict.fromkeys(wanted))
+        removal = functools.partial(index.delete, wanted)
+        _remove(index, removal, f"of {len(wanted):,} documents", yes, dry_run)
 
 
 @app.command()
@@ -553,14 +650,59 @@ def evict(
     days: Annotated[
         float | None, typer.Option(help="Remove documents ingested more than this many days ago.")
     ] = None,
+    yes: Yes = False,
+    dry_run: DryRun = False,
 ) -> None:
     """Remove the documents ingested before a time (a sliding window over a feed)."""
     if (older_than is None) == (days is None):
         raise ParameterError("give --older-than or --days (one of them)")
+    if days is not None and not (math.isfinite(days) and 0 <= days <= MAX_DAYS):
+        raise ParameterError(f"--days must be a number of days from 0 to {MAX_DAYS:,}, got {days}")
     cutoff = older_than if older_than is not None else datetime.now(UTC) - timedelta(days=days or 0)
     with _open(db) as index:
-        removed = index.evict(cutoff)
-    err.print(f"Removed {removed:,} documents ingested before {cutoff.isoformat()}")
+        removal = functools.partial(index.evict, cutoff)
+        _remove(index, removal, f"documents ingested before {cutoff.isoformat()}", yes, dry_run)
+
+
+# A thousand years: any window longer than that is a typo (and timedelta overflows soon after).
+MAX_DAYS = 365_000
+
+
+def _remove(
+    index: Index, removal: Callable[..., Removal], described: str, yes: bool, dry_run: bool
+) -> None:
+    """Run a removal (delete, evict): with --dry-run list what would go; else ask first on a
+    terminal, refuse without --yes elsewhere, and name the ids that were not found."""
+    if not (dry_run or yes):
+        if not _interactive():
+            raise ParameterError(
+                "this removes documents for good and there is no terminal to ask on: pass "
+                "--yes to confirm (or --dry-run to see what would be removed)"
+            )
+        planned = removal(dry_run=True)
+        if planned.removed and not typer.confirm(
+            f"Remove {len(planned.removed):,} documents from {shown(index.url)}?", err=True
+        ):
+            err.print("Nothing removed.")
+            raise typer.Exit(1)
+    result = removal(dry_run=dry_run)
+    if dry_run:
+        for external_id in result.removed:
+            out.print(shown(external_id))
+    verb = "Would remove" if dry_run else "Removed"
+    err.print(
+        f"{verb} {len(result.removed):,} {described}"
+        + (
+            f"; not found: {', '.join(shown(i) for i in result.not_found)}"
+            if result.not_found
+            else ""
+        )
+    )
+
+
+def _interactive() -> bool:
+    """Whether a person can answer a question (stdin is a terminal)."""
+    return sys.stdin.isatty()
 
 
 @app.command()
@@ -657,11 +799,12 @@ def evaluate(
     sample: Sample = DEFAULT_SAMPLE,
     floor: Floor = 0.5,
     seed: Seed = 0,
+    threshold: Threshold = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Measure recall and precision against exact Jaccard on a sample of the documents."""
     with _open(db) as index:
-        result = index.evaluate(sample=sample, floor=floor, seed=seed)
+        result = index.evaluate(sample=sample, floor=floor, seed=seed, threshold=threshold)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
@@ -943,7 +1086,7 @@ def _share(value: float | None, spec: str = ".4f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _print_matches(matches: list[Match], as_json: bool) -> None:
+def _print_matches(matches: list[Match], as_json: bool, titles: dict[str, str] | None) -> None:
     if as_json:
         for m in matches:
             record = {
@@ -952,12 +1095,20 @@ def _print_matches(matches: list[Match], as_json: bool) -> None:
                 "exact_jaccard": m.exact_jaccard,
                 "estimated_jaccard": m.estimated_jaccard,
             }
+            if titles is not None:
+                record["title"] = titles[m.external_id]
             typer.echo(json.dumps(record))
         return
-    table = Table("id", "similarity", "exact", "estimate")
+    table = Table("id", "similarity", "exact", "estimate", *(["title"] if titles else []))
     for m in matches:
         exact = "-" if m.exact_jaccard is None else f"{m.exact_jaccard:.3f}"
-        table.add_row(m.external_id, f"{m.similarity:.3f}", exact, f"{m.estimated_jaccard:.3f}")
+        table.add_row(
+            shown(m.external_id),
+            f"{m.similarity:.3f}",
+            exact,
+            f"{m.estimated_jaccard:.3f}",
+            *([titles[m.external_id]] if titles else []),
+        )
     out.print(table)
 
 

@@ -257,6 +257,32 @@ class Store:
         )
         return {int(i): bytes(blob) for i, blob in rows}
 
+    def external_ids_of(self, connection: Connection, ids: np.ndarray) -> list[str]:
+        """The external ids of document ids, in the order of ``ids``."""
+        among, params = self._among(ids.tolist(), "BIGINT")
+        rows = connection.execute(
+            sa.text(f"SELECT id, external_id FROM documents WHERE id {among}"), params
+        )
+        names = dict(rows.all())
+        return [names[i] for i in ids.tolist()]
+
+    def document_records(
+        self, connection: Connection, external_ids: Sequence[str]
+    ) -> dict[str, dict[str, Any]]:
+        """external id -> its stored external_id, text (None when not kept), metadata and
+        ingested_at, for those of ``external_ids`` that are indexed."""
+        query = select(
+            documents.c.external_id,
+            documents.c.text,
+            documents.c.metadata,
+            documents.c.ingested_at,
+        )
+        found: dict[str, dict[str, Any]] = {}
+        for chunk in _chunks(list(external_ids), MAX_PARAMS):
+            for row in connection.execute(query.where(documents.c.external_id.in_(chunk))):
+                found[row.external_id] = dict(row._mapping)
+        return found
+
     def documents_of(
         self, connection: Connection, ids: np.ndarray
     ) -> dict[int, tuple[str, str | None, bytes]]:
@@ -755,10 +781,15 @@ class Store:
         )
         return [(int(b), int(k), int(s)) for b, k, s in connection.execute(query)]
 
-    def pair_count(self, connection: Connection, banding_id: int) -> int:
-        return connection.scalar(
-            select(func.count()).select_from(pairs).where(pairs.c.banding_id == banding_id)
-        )
+    def pair_count(
+        self, connection: Connection, banding_id: int, threshold: float | None = None
+    ) -> int:
+        """Stored pairs of the banding (with similarity >= threshold, when given)."""
+        query = select(func.count()).select_from(pairs).where(pairs.c.banding_id == banding_id)
+        if threshold is not None:
+            similarity = func.coalesce(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
+            query = query.where(similarity >= threshold)
+        return connection.scalar(query)
 
     def exact_duplicate_groups(self, connection: Connection) -> int:
         """Number of content hashes shared by two or more documents."""
