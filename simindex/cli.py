@@ -152,7 +152,23 @@ def _open(db: str | None) -> Index:
     """Open the index at ``db``; the library (numba, SQLAlchemy) loads here, on first use."""
     from simindex.index import Index
 
+    _compile_once()
     return Index.open(db)
+
+
+def _compile_once() -> None:
+    """On the first run after install or upgrade, compile the kernels, and say so."""
+    from simindex.kernels import compile_kernels, kernels_cached
+
+    if kernels_cached():
+        return
+    err.print(
+        "Compiling simindex's numba kernels, once after install or upgrade (about 30 s on "
+        "2 cores; later runs load them from numba's cache) ..."
+    )
+    started = time.perf_counter()
+    compile_kernels()
+    err.print(f"Compiled in {time.perf_counter() - started:.0f} s")
 
 
 def user_errors(function: F) -> F:
@@ -264,6 +280,7 @@ def ingest(
     All files go in one transaction: on an error nothing is added."""
     from simindex.index import Index
 
+    _compile_once()
     index, created = Index.open_or_create(db)
     with index, _ErrorLog(error_log) as errors:
         if created:
@@ -564,6 +581,7 @@ def dedup(
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     from simindex.index import Index
 
+    _compile_once()
     with tempfile.TemporaryDirectory() as scratch:
         url = db or str(Path(scratch) / "dedup.db")
         index, _ = Index.open_or_create(url, threshold=threshold)
