@@ -689,20 +689,17 @@ MAX_DAYS = 365_000
 def _remove(
     index: Index, removal: Callable[..., Removal], described: str, yes: bool, dry_run: bool
 ) -> None:
-    """Run a removal (delete, evict): with --dry-run list what would go; else ask first on a
-    terminal, refuse without --yes elsewhere, and name the ids that were not found."""
-    if not (dry_run or yes):
-        if not _interactive():
-            raise ParameterError(
-                "this removes documents for good and there is no terminal to ask on: pass "
-                "--yes to confirm (or --dry-run to see what would be removed)"
-            )
+    """Run a removal (delete, evict): with --dry-run list what would go; else confirm first
+    (see _confirm), and name the ids that were not found."""
+
+    def question() -> str | None:
         planned = removal(dry_run=True)
-        if planned.removed and not typer.confirm(
-            f"Remove {len(planned.removed):,} documents from {shown(index.url)}?", err=True
-        ):
-            err.print("Nothing removed.")
-            raise typer.Exit(1)
+        count = len(planned.removed)
+        return f"Remove {count:,} documents from {shown(index.url)}?" if count else None
+
+    if not dry_run:
+        hint = "this removes documents for good (--dry-run shows which)"
+        _confirm(yes, hint, question)
     result = removal(dry_run=dry_run)
     if dry_run:
         for external_id in result.removed:
@@ -716,6 +713,19 @@ def _remove(
             else ""
         )
     )
+
+
+def _confirm(yes: bool, what: str, question: Callable[[], str | None]) -> None:
+    """Go on only if the user agrees: --yes, or "y" to ``question()`` (None: nothing to ask)
+    on a terminal. With no terminal to ask on and no --yes, refuse, saying ``what`` happens."""
+    if yes:
+        return
+    if not _interactive():
+        raise ParameterError(f"{what}; with no terminal to ask on, pass --yes to confirm")
+    text = question()
+    if text is not None and not typer.confirm(text, err=True):
+        err.print("Nothing changed.")
+        raise typer.Exit(1)
 
 
 def _interactive() -> bool:
@@ -738,11 +748,17 @@ def reband(
     drop_old: Annotated[
         bool, typer.Option(help="Delete the other bandings (and their band keys and pairs).")
     ] = False,
+    yes: Yes = False,
 ) -> None:
     """Build a new banding from the stored signatures (no text is re-read)."""
     from simindex import banding as lsh
 
     with _open(db) as index:
+        if drop_old:
+            question = (
+                f"Drop the other bandings, their band keys and pairs, from {shown(index.url)}?"
+            )
+            _confirm(yes, "--drop-old deletes the other bandings for good", lambda: question)
         if threshold is not None:
             if bands is not None or rows is not None:
                 raise ParameterError("give --threshold or --bands and --rows, not both")

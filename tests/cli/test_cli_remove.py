@@ -72,9 +72,24 @@ def test_on_a_terminal_it_asks_first(db, monkeypatch):
     monkeypatch.setattr(cli_module, "_interactive", lambda: True)
     declined = run("delete", "a", "b", "--db", db, input="n\n", ok=False)
     assert declined.exit_code == 1 and "Remove 2 documents from" in declined.stderr
-    assert "Nothing removed." in declined.stderr and _ids(db) == ["a", "b", "c"]
+    assert "Nothing changed." in declined.stderr and _ids(db) == ["a", "b", "c"]
     accepted = run("evict", "--days", "0", "--db", db, input="y\n")
     assert "Removed 3 documents ingested before" in accepted.stderr and _ids(db) == []
+
+
+def test_reband_drop_old_confirms_too(db, monkeypatch):
+    refused = run("reband", "--bands", "42", "--rows", "3", "--drop-old", "--db", db, ok=False)
+    assert refused.exit_code == 1 and "--drop-old deletes the other bandings" in refused.stderr
+    monkeypatch.setattr(cli_module, "_interactive", lambda: True)
+    declined = run(
+        "reband", "--bands", "42", "--rows", "3", "--drop-old", "--db", db, input="n\n", ok=False
+    )
+    assert declined.exit_code == 1 and "Drop the other bandings" in declined.stderr
+    with Index.open(db) as index:
+        assert [(b["bands"], b["rows"]) for b in index.bandings()] == [(20, 5)]
+    run("reband", "--bands", "42", "--rows", "3", "--drop-old", "--db", db, input="y\n")
+    with Index.open(db) as index:
+        assert [(b["bands"], b["rows"]) for b in index.bandings()] == [(42, 3)]
 
 
 @pytest.mark.parametrize("days", ["-1", "nan", "inf", "-inf", "1e12"])
