@@ -860,14 +860,17 @@ def report(
     seed: Seed = 0,
 ) -> None:
     """Draw the evaluation and the index's statistics: one HTML page with figures (PNG, SVG)."""
-    from simindex.report import require_matplotlib, write_report
+    from simindex.report import example_pairs, require_matplotlib, write_report
 
     require_matplotlib()  # before the evaluation, which may take a while
     with _open(db) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
-    files = write_report(result, statistics, output)
-    err.print(f"Wrote {output}, with its {len(files) - 1} figure files in {files[1].parent}")
+        examples = example_pairs(index, result)
+    files = write_report(result, statistics, output, examples)
+    err.print(
+        f"Wrote {shown(output)}, with its {len(files) - 1} figure files in {shown(files[1].parent)}"
+    )
 
 
 @app.command()

@@ -697,7 +697,7 @@ class Index:
             active = self._active_banding(connection)
             self._check_pairs_cover(connection, active, threshold)
             for row in self._store.iter_pairs(connection, active["id"], threshold):
-                yield Pair(row["id_a"], row["id_b"], row["exact_jaccard"], row["estimated_jaccard"])
+                yield _pair(row)
 
     def _check_pairs_cover(self, connection: Connection, active: dict, threshold: float) -> None:
         found_at = active["pairs_threshold"]
@@ -987,7 +987,23 @@ class Index:
                 "pairs": self._store.pair_count(connection, active["id"]),
                 "bucket_sizes": self._store.bucket_sizes(connection, active["id"]),
                 "largest_buckets": self._store.largest_buckets(connection, active["id"], largest),
+                "cluster_sizes": None
+                if active["clusters_threshold"] is None
+                else self._store.cluster_sizes(connection, active["id"]),
             }
+
+    def weakest_pairs(self, limit: int = 5) -> list[Pair]:
+        """The active banding's ``limit`` stored pairs of lowest similarity, least similar
+        first: the pairs nearest the line between a duplicate and not, which is where a
+        reader judges the threshold."""
+        with self._transaction() as connection:
+            active = self._active_banding(connection)
+            rows = self._store.weakest_pairs(connection, active["id"], limit)
+        return [_pair(row) for row in rows]
+
+    def texts(self, external_ids: Iterable[str]) -> dict[str, str | None]:
+        """The stored text of each given document that exists (None when text is not kept)."""
+        return {i: document.text for i, document in self.documents(external_ids).items()}
 
     # -- evaluation ------------------------------------------------------------------------
 
@@ -1145,6 +1161,10 @@ def _check_threshold(threshold: float) -> float:
     if not 0 <= threshold <= 1:
         raise ParameterError(f"threshold must be within [0, 1], got {threshold}")
     return threshold
+
+
+def _pair(row: dict[str, Any]) -> Pair:
+    return Pair(row["id_a"], row["id_b"], row["exact_jaccard"], row["estimated_jaccard"])
 
 
 def _expected_recall(banding: dict[str, Any], threshold: float, num_perm: int) -> float:
