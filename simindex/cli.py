@@ -284,7 +284,7 @@ def ingest(
     index, created = Index.open_or_create(db)
     with index, _ErrorLog(error_log) as errors:
         if created:
-            err.print(f"Created a new index in {index.url}")
+            err.print(f"Created a new index in {shown(index.url)}")
             _describe_index(index)
         started = time.perf_counter()
         report = errors.add if on_error is Policy.skip else None
@@ -451,7 +451,7 @@ def export(
         first = next(rows, None)  # a missing step raises here, before any file is created
         records = _records(itertools.chain([first] if first else [], rows), fields)
         count = write_records(records, fields, fmt.value, str(output) if output else None)
-        err.print(f"Exported {count:,} {what.value}" + (f" to {output}" if output else ""))
+        err.print(f"Exported {count:,} {what.value}" + (f" to {shown(output)}" if output else ""))
 
 
 def _records(results: Iterator[Any], fields: list[str]) -> Iterator[dict[str, Any]]:
@@ -608,7 +608,7 @@ def dedup(
     )
     err.print(
         f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records in "
-        f"{output}, dropped {len(drop):,} (listed in {dropped})"
+        f"{shown(output)}, dropped {len(drop):,} (listed in {shown(dropped)})"
     )
 
 
@@ -786,7 +786,7 @@ def stats(
     if as_json:
         typer.echo(json.dumps(result, default=str, indent=2))
         return
-    out.print(f"index      {result['url']}\nscheme     {index.spec.describe()}")
+    out.print(f"index      {shown(result['url'])}\nscheme     {index.spec.describe()}")
     out.print(
         f"documents  {result['documents']:,} ({result['exact_duplicate_groups']:,} groups of exact duplicates)\n"
         f"text kept  {'yes' if result['keep_text'] else 'no'}; default threshold {result['threshold']}"
@@ -823,7 +823,7 @@ def check(db: Db = None) -> None:
         err.print(Text.assemble(("Problem:", "bold red"), " ", shown(problem)))
     if problems:
         raise typer.Exit(1)
-    err.print(f"{index.url}: consistent")
+    err.print(f"{shown(index.url)}: consistent")
 
 
 @app.command()
@@ -1046,10 +1046,10 @@ def upgrade(db: Db = None) -> None:
     finally:
         engine.dispose()
     if before == after:
-        err.print(f"{display_url(str(engine.url))} is already at revision {after}")
+        err.print(f"{shown(display_url(str(engine.url)))} is already at revision {after}")
     else:
         err.print(
-            f"Upgraded {display_url(str(engine.url))} from {before or 'an empty database'} to {after}"
+            f"Upgraded {shown(display_url(str(engine.url)))} from {before or 'an empty database'} to {after}"
         )
 
 
@@ -1172,7 +1172,7 @@ class _ErrorLog:
     def __exit__(self, *exc_info: Any) -> None:
         if self._stream is not None:
             self._stream.close()
-            err.print(f"Skipped {self.count:,} bad record(s), listed in {self.path}")
+            err.print(f"Skipped {self.count:,} bad record(s), listed in {shown(self.path)}")
 
 
 @contextmanager

@@ -157,3 +157,13 @@ def test_evaluate_takes_a_threshold(tmp_path):
     result = json.loads(run("evaluate", "--db", db, "--threshold", "0.9", "--json").stdout)
     assert result["threshold"] == 0.9
     assert json.loads(run("evaluate", "--db", db, "--json").stdout)["threshold"] == 0.8
+
+
+def test_paths_in_summaries_print_as_themselves(tmp_path):
+    db = str(tmp_path / "news.db")
+    run("ingest", str(NEWS), "--db", db)
+    run("pairs", "--db", db, "--top", "0")
+    target = tmp_path / "[bold]pairs\x1b[2J.csv"
+    exported = run("export", "--db", db, "-o", str(target))
+    assert target.exists() and "[bold]pairs\\x1b[2J.csv" in exported.stderr
+    assert "\x1b" not in exported.stderr

@@ -93,7 +93,11 @@ def test_reband_drop_old_confirms_too(db, monkeypatch):
 
 
 @pytest.mark.parametrize("days", ["-1", "nan", "inf", "-inf", "1e12"])
-def test_evict_refuses_a_nonsensical_window(db, days):
+def test_evict_refuses_a_nonsensical_window(tmp_path, days):
+    # Refused before the database is opened: one backend is enough.
+    db = f"sqlite:///{tmp_path / 'index.db'}"
+    with Index.create(db) as index:
+        index.add(DOCUMENTS)
     result = run("evict", "--days", days, "--db", db, "--yes", ok=False)
     assert result.exit_code == 1 and isinstance(result.exception, SystemExit)
     assert result.stderr.startswith("Error: --days must be a number of days from 0 to 365,000")
