@@ -178,6 +178,7 @@ def user_errors(function: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             with warnings.catch_warnings():
+                warnings.simplefilter("always", LowRecallWarning)  # every time, one line each
                 warnings.showwarning = _show_warning
                 return function(*args, **kwargs)
         except SimindexError as exc:

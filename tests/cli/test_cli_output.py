@@ -111,6 +111,8 @@ def test_a_threshold_the_banding_cannot_serve_warns_with_the_expected_recall(tmp
     # P(0.5) of 20 x 5 = 1 - (1 - 0.5**5)**20 = 0.470
     assert len(warning) == 1 and "probability 47.0%" in warning[0]
     assert "simindex reband --threshold 0.5" in warning[0]
+    again = run("pairs", "--db", db, "--threshold", "0.5")  # warned again, not only once
+    assert "Warning: the active banding (20 bands x 5 rows)" in again.stderr
     query = run("query", "--db", db, "--id", "n001", "--threshold", "0.3")
     assert "Warning:" in query.stderr and "simindex reband --threshold 0.3" in query.stderr
     run("reband", "--db", db, "--threshold", "0.5")
