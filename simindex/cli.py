@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import itertools
 import json
+import logging
 import math
 import sys
 import tempfile
@@ -31,10 +32,12 @@ from rich.text import Text
 
 from simindex.defaults import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_LOCK_TIMEOUT,
     DEFAULT_MAX_BUCKET_SIZE,
     DEFAULT_RECALL,
     DEFAULT_SAMPLE,
     DEFAULT_THRESHOLD,
+    application_name,
 )
 from simindex.errors import InputError, LowRecallWarning, ParameterError, SimindexError
 from simindex.readers import (
@@ -81,6 +84,15 @@ def shown(text: object) -> str:
     )
 
 
+class _ToStderr(logging.Handler):
+    """The library's notices (e.g. a writer waiting for another) on stderr, like progress."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(shown(record.getMessage()))
+
+
+logging.getLogger("simindex").addHandler(_ToStderr())
+
 Db = Annotated[
     str | None,
     typer.Option(
@@ -89,6 +101,24 @@ Db = Annotated[
         help="Database: a SQLite file path, sqlite:///path or postgresql://user@host/db. "
         "Default: ./simindex.db",
         show_default=False,
+    ),
+]
+Schema = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        envvar="SIMINDEX_SCHEMA",
+        help="PostgreSQL schema holding the index (created with it), so several indexes "
+        "share a database. Default: the database's search_path (usually public).",
+        show_default=False,
+    ),
+]
+LockTimeout = Annotated[
+    float,
+    typer.Option(
+        "--lock-timeout",
+        envvar="SIMINDEX_LOCK_TIMEOUT",
+        help="Seconds to wait for another writer of the index before giving up.",
     ),
 ]
 Threshold = Annotated[
@@ -148,12 +178,12 @@ class Shingle(StrEnum):
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def _open(db: str | None) -> Index:
-    """Open the index at ``db``; the library (numba, SQLAlchemy) loads here, on first use."""
+def _open(db: str | None, **options: Any) -> Index:
+    """Index.open(db, **options); the library (numba, SQLAlchemy) loads here, on first use."""
     from simindex.index import Index
 
     _compile_once()
-    return Index.open(db)
+    return Index.open(db, **options)
 
 
 def _compile_once() -> None:
@@ -176,6 +206,7 @@ def user_errors(function: F) -> F:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("always", LowRecallWarning)  # every time, one line each
@@ -205,6 +236,8 @@ def _show_warning(
 @user_errors
 def init(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float,
         typer.Option(help="Similarity that counts as a duplicate; the banding is tuned for it."),
@@ -229,7 +262,14 @@ def init(
 
     spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
     with Index.create(
-        db, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
+        db,
+        spec,
+        threshold=threshold,
+        bands=bands,
+        rows=rows,
+        keep_text=keep_text,
+        schema=schema,
+        lock_timeout=lock_timeout,
     ) as index:
         _describe_index(index)
 
@@ -244,6 +284,8 @@ def ingest(
         ),
     ],
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     fmt: Annotated[
         InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
     ] = InputFormat.auto,
@@ -282,7 +324,7 @@ def ingest(
     from simindex.index import Index
 
     _compile_once()
-    index, created = Index.open_or_create(db)
+    index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
     with index, _ErrorLog(error_log) as errors:
         if created:
             err.print(f"Created a new index in {shown(index.url)}")
@@ -338,6 +380,7 @@ def query(
         str | None, typer.Argument(help="The text to look up.", show_default=False)
     ] = None,
     db: Db = None,
+    schema: Schema = None,
     file: Annotated[Path | None, typer.Option(help="Read the text from this file.")] = None,
     doc_id: Annotated[
         str | None, typer.Option("--id", help="Look up an indexed document by its id.")
@@ -351,7 +394,7 @@ def query(
     given = [x for x in (text, file, doc_id) if x is not None]
     if len(given) != 1:
         raise ParameterError("give exactly one of: a TEXT argument, --file, or --id")
-    with _open(db) as index:
+    with _open(db, schema=schema) as index:
         if doc_id is not None:
             matches = index.query_id(doc_id, threshold=threshold, limit=limit)
         else:
@@ -370,6 +413,8 @@ def query(
 @user_errors
 def pairs(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     full: Annotated[
         bool,
@@ -387,7 +432,7 @@ def pairs(
     show: Show = False,
 ) -> None:
     """Find candidate pairs in the database, verify them, and store the similar ones."""
-    with _open(db) as index:
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.find_pairs(threshold, full=full, max_bucket_size=max_bucket_size)
         verdict = "exact Jaccard" if report.exact else "estimated Jaccard (text not kept)"
         how = (
@@ -430,6 +475,7 @@ CLUSTER_FIELDS = ["external_id", "cluster", "is_representative", "similarity"]
 @user_errors
 def export(
     db: Db = None,
+    schema: Schema = None,
     what: Annotated[
         Exported, typer.Option(help="Pairs (from `pairs`) or clusters (from `clusters`).")
     ] = Exported.pairs,
@@ -442,7 +488,7 @@ def export(
     ] = None,
 ) -> None:
     """Write the verified pairs, or the clusters, with external ids and similarities."""
-    with _open(db) as index:
+    with _open(db, schema=schema) as index:
         if what is Exported.pairs:
             rows, fields = index.pairs(threshold), PAIR_FIELDS
         else:
@@ -464,6 +510,8 @@ def _records(results: Iterator[Any], fields: list[str]) -> Iterator[dict[str, An
 @user_errors
 def clusters(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     rule: Annotated[
         Rule, typer.Option(help="Which document represents (names) a cluster.")
@@ -474,7 +522,7 @@ def clusters(
     show: Show = False,
 ) -> None:
     """Group the verified pairs into clusters of duplicates (connected components)."""
-    with _open(db) as index:
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.cluster(threshold, rule=rule.value)
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
@@ -558,6 +606,8 @@ def dedup(
             show_default=False,
         ),
     ] = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float, typer.Option(help="Similarity that makes a duplicate.")
     ] = DEFAULT_THRESHOLD,
@@ -585,7 +635,9 @@ def dedup(
     _compile_once()
     with tempfile.TemporaryDirectory() as scratch:
         url = db or str(Path(scratch) / "dedup.db")
-        index, _ = Index.open_or_create(url, threshold=threshold)
+        index, _ = Index.open_or_create(  # the schema is --db's: a scratch file has none
+            url, threshold=threshold, schema=schema if db else None, lock_timeout=lock_timeout
+        )
         with index:
             with _progress("Indexing") as advance:
                 documents = read_documents(input_file, input_fmt, id_field, text_field, encoding)
@@ -631,6 +683,8 @@ def delete(
         typer.Argument(help="External ids of the documents to remove.", show_default=False),
     ] = None,
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     ids_file: Annotated[
         Path | None, typer.Option(help="Also remove the ids listed in this file, one per line.")
     ] = None,
@@ -650,7 +704,7 @@ def delete(
             raise InputError(f"{ids_file}: can't read: {exc.strerror}") from None
     if not wanted:
         raise ParameterError("give the ids to delete, or --ids-file")
-    with _open(db) as index:
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
         wanted = list(dict.fromkeys(wanted))
         removal = functools.partial(index.delete, wanted)
         _remove(index, removal, f"of {len(wanted):,} documents", yes, dry_run)
@@ -660,6 +714,8 @@ def delete(
 @user_errors
 def evict(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     older_than: Annotated[
         datetime | None,
         typer.Option(
@@ -678,7 +734,7 @@ def evict(
     if days is not None and not (math.isfinite(days) and 0 <= days <= MAX_DAYS):
         raise ParameterError(f"--days must be a number of days from 0 to {MAX_DAYS:,}, got {days}")
     cutoff = older_than if older_than is not None else datetime.now(UTC) - timedelta(days=days or 0)
-    with _open(db) as index:
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
         removal = functools.partial(index.evict, cutoff)
         _remove(index, removal, f"documents ingested before {cutoff.isoformat()}", yes, dry_run)
 
@@ -738,6 +794,8 @@ def _interactive() -> bool:
 @user_errors
 def reband(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     bands: Annotated[
         int | None, typer.Option(help="Bands of the new banding (with --rows).")
     ] = None,
@@ -754,7 +812,7 @@ def reband(
     """Build a new banding from the stored signatures (no text is re-read)."""
     from simindex import banding as lsh
 
-    with _open(db) as index:
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
         if drop_old:
             question = (
                 f"Drop the other bandings, their band keys and pairs, from {shown(index.url)}?"
@@ -779,10 +837,11 @@ def reband(
 @user_errors
 def stats(
     db: Db = None,
+    schema: Schema = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Documents, bandings, bucket sizes and the largest buckets of the index."""
-    with _open(db) as index:
+    with _open(db, schema=schema) as index:
         result = index.stats()
     if as_json:
         typer.echo(json.dumps(result, default=str, indent=2))
@@ -802,6 +861,11 @@ def stats(
             "-" if b["pairs_threshold"] is None else str(b["pairs_threshold"]),
         )
     out.print(table)
+    if result["retired_bandings"]:
+        out.print(
+            f"retired bandings {', '.join(map(str, result['retired_bandings']))}: their band "
+            "keys are dropped at the next write (readers held them; docs/reliability.md)",
+        )
     sizes = Table(
         "bucket size", "buckets", title=f"Bucket sizes (banding {result['active_banding']})"
     )
@@ -816,9 +880,9 @@ def stats(
 
 @app.command()
 @user_errors
-def check(db: Db = None) -> None:
+def check(db: Db = None, schema: Schema = None) -> None:
     """Check the index's integrity; exit 1 and list the problems if there are any."""
-    with _open(db) as index:
+    with _open(db, schema=schema) as index:
         problems = index.check()
     for problem in problems:
         err.print(Text.assemble(("Problem:", "bold red"), " ", shown(problem)))
@@ -831,6 +895,7 @@ def check(db: Db = None) -> None:
 @user_errors
 def evaluate(
     db: Db = None,
+    schema: Schema = None,
     sample: Sample = DEFAULT_SAMPLE,
     floor: Floor = 0.5,
     seed: Seed = 0,
@@ -838,7 +903,7 @@ def evaluate(
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Measure recall and precision against exact Jaccard on a sample of the documents."""
-    with _open(db) as index:
+    with _open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed, threshold=threshold)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
@@ -850,6 +915,7 @@ def evaluate(
 @user_errors
 def report(
     db: Db = None,
+    schema: Schema = None,
     output: Annotated[
         Path,
         typer.Option(
@@ -864,7 +930,7 @@ def report(
     from simindex.report import example_pairs, require_matplotlib, write_report
 
     require_matplotlib()  # before the evaluation, which may take a while
-    with _open(db) as index:
+    with _open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
         examples = example_pairs(index, result)
@@ -921,11 +987,12 @@ def tune(
         int, typer.Option(help="With --db: documents sampled for the estimate.")
     ] = 5000,
     seed: Annotated[int, typer.Option(help="With --db: seed of the sample.")] = 0,
+    schema: Schema = None,
 ) -> None:
     """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
     from simindex import banding as lsh
 
-    num_perm = _tune_num_perm(db, num_perm)
+    num_perm = _tune_num_perm(db, schema, num_perm)
     targets = (low, p_low, high, p_high)
     if threshold is not None and any(t is not None for t in targets):
         raise ParameterError("give --threshold, or --low --p-low --high --p-high, not both")
@@ -938,7 +1005,7 @@ def tune(
     chosen = result.chosen
     listed = [(b.bands, b.rows) for b in result.feasible[:show]]
     estimates, active = (
-        _candidate_estimates(db, [*listed, (chosen.bands, chosen.rows)], sample, seed)
+        _candidate_estimates(db, schema, [*listed, (chosen.bands, chosen.rows)], sample, seed)
         if db is not None
         else ({}, None)
     )
@@ -1001,11 +1068,11 @@ def tune(
         )
 
 
-def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
+def _tune_num_perm(db: str | None, schema: str | None, num_perm: int | None) -> int:
     """The signature length to tune for: the index's with --db, else --num-perm or 128."""
     if db is None:
         return 128 if num_perm is None else num_perm
-    with _open(db) as index:
+    with _open(db, schema=schema) as index:
         own = index.spec.num_perm
     if num_perm is not None and num_perm != own:
         raise ParameterError(
@@ -1016,10 +1083,10 @@ def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
 
 
 def _candidate_estimates(
-    db: str, bandings: list[tuple[int, int]], sample: int, seed: int
+    db: str, schema: str | None, bandings: list[tuple[int, int]], sample: int, seed: int
 ) -> tuple[dict[tuple[int, int], CandidateEstimate], tuple[int, int]]:
     """Candidate-pair estimates for the bandings and the index's active one (also returned)."""
-    with _open(db) as index:
+    with _open(db, schema=schema) as index:
         banding = next(b for b in index.bandings() if b["is_active"])
         active = (banding["bands"], banding["rows"])
         wanted = list(dict.fromkeys([*bandings, active]))
@@ -1036,12 +1103,12 @@ def _estimate_text(estimate: CandidateEstimate) -> str:
 
 @db_app.command()
 @user_errors
-def upgrade(db: Db = None) -> None:
+def upgrade(db: Db = None, schema: Schema = None) -> None:
     """Create or migrate the schema to this simindex's revision."""
     from simindex import migrate
     from simindex.store import create_engine, database_url, display_url
 
-    engine = create_engine(database_url(db))
+    engine = create_engine(database_url(db), schema)
     try:
         before, after = migrate.upgrade(engine)
     finally:
@@ -1056,12 +1123,12 @@ def upgrade(db: Db = None) -> None:
 
 @db_app.command()
 @user_errors
-def current(db: Db = None) -> None:
+def current(db: Db = None, schema: Schema = None) -> None:
     """Show the database's schema revision and the one this simindex needs."""
     from simindex import migrate
     from simindex.store import create_engine, database_url
 
-    engine = create_engine(database_url(db))
+    engine = create_engine(database_url(db), schema)
     try:
         with engine.connect() as connection:
             revision = migrate.current_revision(connection)

@@ -5,6 +5,8 @@ neither numba, NumPy, SQLAlchemy nor psycopg; the modules that use a default imp
 here too, so each is written once.
 """
 
+from contextvars import ContextVar
+
 # A single --threshold t means: a pair at similarity t is missed with probability at most
 # 1 - DEFAULT_RECALL, and among the bandings that achieve it, the one that makes the fewest
 # candidates at t / 2 is chosen. See docs/tuning.md.
@@ -16,3 +18,8 @@ DEFAULT_BATCH_SIZE = 5_000
 # Documents evaluate compares all pairs of: pairs grow with its square, and the exact join
 # takes seconds at this size.
 DEFAULT_SAMPLE = 10_000
+# Seconds a writer waits for another writer (its lock) before it gives up.
+DEFAULT_LOCK_TIMEOUT = 30.0
+# What PostgreSQL's pg_stat_activity shows for simindex's connections (the CLI sets the
+# command's name), so a waiting writer can say who holds the lock.
+application_name: ContextVar[str] = ContextVar("application_name", default="simindex")

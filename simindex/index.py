@@ -5,7 +5,8 @@
         result = index.add(batch, on_duplicate="skip", find_duplicates=0.8)
         for external_id, matches in result.duplicates.items(): ...
 
-Each call is one database transaction: it happens completely or not at all.
+Each call is one database transaction: it happens completely or not at all, and what it
+reads is one snapshot of the index (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -53,7 +54,14 @@ from simindex.minhash import signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.shingle import ShingleSets, content_hash, normalize, shingle_sets
 from simindex.spec import SignatureSpec
-from simindex.store import BandKeyWriter, Store, create_engine, database_url, display_url
+from simindex.store import (
+    DEFAULT_LOCK_TIMEOUT,
+    BandKeyWriter,
+    Store,
+    create_engine,
+    database_url,
+    display_url,
+)
 from simindex.verify import Profiles, compare
 
 # Band keys reband() holds at once: it makes the fewest passes over the signatures that keep
@@ -252,12 +260,15 @@ class Index:
         bands: int | None = None,
         rows: int | None = None,
         keep_text: bool = True,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> Index:
-        """Create an index in an empty database (no URL: ./simindex.db).
+        """Create an index in an empty database (no URL: ./simindex.db), or on PostgreSQL in
+        ``schema`` (created if missing), so that several indexes share one database.
 
         The first banding is (bands, rows) when given, else the tuner's choice for
         ``threshold`` (see banding.tune_threshold). Raises DatabaseError if the database
-        already holds an index.
+        already holds an index. Writers wait for each other up to ``lock_timeout`` seconds.
         """
         spec = spec or SignatureSpec()
         if not 0 < threshold <= 1:
@@ -268,12 +279,12 @@ class Index:
             chosen = lsh.tune_threshold(spec.num_perm, min(threshold, 0.99)).chosen
             bands, rows = chosen.bands, chosen.rows
         lsh.check_banding(bands, rows, spec.num_perm)
-        store = _connect(url)
+        store = _connect(url, schema, lock_timeout)
         with _database_errors(store):
             with store.read() as connection:
                 if store.has_tables(connection):
                     raise DatabaseError(
-                        f"{display_url(str(store.engine.url))} already holds a simindex index; "
+                        f"{store.describe()} already holds a simindex index; "
                         "open it, or choose another database"
                     )
             migrate.upgrade(store.engine)
@@ -292,13 +303,20 @@ class Index:
         return cls(store, settings)
 
     @classmethod
-    def open(cls, url: str | os.PathLike[str] | None = None) -> Index:
-        """Open an existing index; refuses a database whose schema is not this version's."""
-        store = _connect(url)
+    def open(
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> Index:
+        """Open an existing index (on PostgreSQL, the one in ``schema`` if given); refuses a
+        database whose schema is not this version's. See create for ``lock_timeout``."""
+        store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:
             if not store.has_tables(connection):
                 raise DatabaseError(
-                    f"{display_url(str(store.engine.url))} holds no simindex index; "
+                    f"{store.describe()} holds no simindex index; "
                     "create one with `simindex init` (or `simindex ingest`, which creates it)"
                 )
             migrate.check_current(connection)
@@ -311,17 +329,23 @@ class Index:
 
     @classmethod
     def open_or_create(
-        cls, url: str | os.PathLike[str] | None = None, **create_options: Any
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        **create_options: Any,
     ) -> tuple[Index, bool]:
         """Open the index at ``url``, creating it (with ``create_options``) if the database
         has none. Returns (index, created)."""
-        store = _connect(url)
+        store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:
             exists = store.has_tables(connection)
         store.engine.dispose()
+        where = {"schema": schema, "lock_timeout": lock_timeout}
         if exists:
-            return cls.open(url), False
-        return cls.create(url, **create_options), True
+            return cls.open(url, **where), False
+        return cls.create(url, **where, **create_options), True
 
     def close(self) -> None:
         self._store.engine.dispose()
@@ -908,7 +932,12 @@ class Index:
         chunk_size: int = 20_000,
     ) -> int:
         """Build a banding (bands x rows) from the stored signatures, in one transaction;
-        readers keep using the active banding until it commits. Returns its id."""
+        readers keep using the active banding until it commits. Returns its id.
+
+        ``drop_old`` removes the other bandings in that transaction; on PostgreSQL their
+        band keys (partitions) are dropped right after it, each attempt bounded so that
+        readers wait at most store.DROP_LOCK_TIMEOUT_MS; when readers hold them through
+        every attempt, they stay retired (unused, listed by stats) until a later write."""
         lsh.check_banding(bands, rows, self.spec.num_perm)
         with self._transaction(write=True) as connection:
             old = self._store.bandings(connection)
@@ -937,6 +966,9 @@ class Index:
                 for banding in old:
                     if activate or not banding["is_active"]:
                         self._store.drop_banding(connection, banding["id"])
+        if drop_old:
+            with _database_errors(self._store):
+                self._store.drop_retired_bandings()
         return banding_id
 
     def _stored_keys(
@@ -983,6 +1015,7 @@ class Index:
                 "documents": self._store.document_count(connection),
                 "exact_duplicate_groups": self._store.exact_duplicate_groups(connection),
                 "bandings": self._store.bandings(connection),
+                "retired_bandings": self._store.retired_bandings(connection),
                 "active_banding": active["id"],
                 "pairs": self._store.pair_count(connection, active["id"]),
                 "bucket_sizes": self._store.bucket_sizes(connection, active["id"]),
@@ -1153,8 +1186,8 @@ def _matches(
     return sorted(matches, key=lambda m: (-m.similarity, m.external_id))
 
 
-def _connect(url: str | os.PathLike[str] | None) -> Store:
-    return Store(create_engine(database_url(url)))
+def _connect(url: str | os.PathLike[str] | None, schema: str | None, lock_timeout: float) -> Store:
+    return Store(create_engine(database_url(url), schema), schema, lock_timeout)
 
 
 def _check_threshold(threshold: float) -> float:

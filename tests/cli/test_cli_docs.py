@@ -62,13 +62,23 @@ def documented_command_lines() -> list[tuple[str, str]]:
 
 def _parse(command_line: str) -> None:
     """Parse a command line as `simindex` would, without running the command. A `...`
-    (the docs' "and so on") is left out."""
+    (the docs' "and so on") is left out; `simindex ... --option` (any command) must parse
+    as some command."""
     words = []
     for word in shlex.split(command_line)[1:]:
         if _SHELL_END.match(word):
             break
-        if word != "...":
-            words.append(word)
+        words.append(word)
+    if words[:1] == ["..."]:
+        for name, _ in _commands(app):
+            try:
+                return _parse(" ".join([name, *map(shlex.quote, words[1:])]))
+            except _click.exceptions.MissingParameter:
+                return None
+            except _click.exceptions.ClickException:
+                continue
+        raise _click.exceptions.UsageError(f"no command takes: {' '.join(words[1:])}")
+    words = [word for word in words if word != "..."]
     command = typer.main.get_command(app)
     context = command.make_context("simindex", words)
     while hasattr(command, "commands"):  # a group: go on with its subcommand's words
@@ -101,3 +111,5 @@ def test_the_parser_catches_a_wrong_command_line():
         _parse("simindex pairs --nosuch")
     with pytest.raises(_click.exceptions.ClickException):
         _parse("simindex evict --days soon")
+    with pytest.raises(_click.exceptions.ClickException, match="no command takes: --nosuch"):
+        _parse("simindex ... --nosuch 1")
