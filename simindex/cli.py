@@ -10,16 +10,18 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
+import io
 import itertools
 import json
 import logging
 import math
+import os
 import sys
-import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -40,14 +42,17 @@ from simindex.defaults import (
     application_name,
 )
 from simindex.errors import InputError, LowRecallWarning, ParameterError, SimindexError
+from simindex.outputs import atomic_output, check_outputs, scratch_directory
 from simindex.readers import (
     DEFAULT_MAX_CHARS,
     detect_format,
+    expand_inputs,
     read_documents,
-    read_records,
+    read_valid_records,
     record_id,
+    spool_stdin,
 )
-from simindex.writers import write_records
+from simindex.writers import output_format, write_records
 
 # numba, NumPy, SQLAlchemy and psycopg load inside the commands that need them, so --help
 # and --version start fast (see benchmarks/bench_startup.py).
@@ -147,6 +152,7 @@ class InputFormat(StrEnum):
     jsonl = "jsonl"
     csv = "csv"
     tsv = "tsv"
+    parquet = "parquet"
 
 
 class Policy(StrEnum):
@@ -280,7 +286,8 @@ def ingest(
     files: Annotated[
         list[str],
         typer.Argument(
-            help="Input files (JSON lines, CSV, or id<TAB>text; .gz is fine; - is stdin)."
+            help="Input files, directories or globs (JSON lines, CSV, id<TAB>text, Parquet; "
+            ".gz and .zst are fine; - is stdin)."
         ),
     ],
     db: Db = None,
@@ -301,8 +308,9 @@ def ingest(
         Policy, typer.Option(help="An id that is already indexed or repeats: fail, or skip it.")
     ] = Policy.fail,
     on_empty: Annotated[
-        Policy, typer.Option(help="A document with no text: fail, or skip it.")
-    ] = Policy.fail,
+        Policy,
+        typer.Option(help="A document with no text: skip it (not stored; listed), or fail."),
+    ] = Policy.skip,
     on_error: Annotated[
         Policy,
         typer.Option(
@@ -320,9 +328,12 @@ def ingest(
 ) -> None:
     """Add documents to the index (creating it with default settings if the database has none).
 
-    All files go in one transaction: on an error nothing is added."""
+    All files go in one transaction: on an error nothing is added. A directory or a glob
+    stands for its files, in sorted order."""
     from simindex.index import Index
 
+    paths = expand_inputs(files)
+    check_outputs([error_log], paths, db)
     _compile_once()
     index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
     with index, _ErrorLog(error_log) as errors:
@@ -332,31 +343,38 @@ def ingest(
         started = time.perf_counter()
         report = errors.add if on_error is Policy.skip else None
         with _progress("Ingesting") as advance:
-            documents = (
-                d
-                for path in files
-                for d in read_documents(
-                    path, fmt.value, id_field, text_field, encoding, report, max_chars
-                )
+            documents = itertools.chain.from_iterable(
+                read_documents(path, fmt.value, id_field, text_field, encoding, report, max_chars)
+                for path in paths
             )
             result = index.add(
-                documents,
+                errors.saved_after(documents),
                 batch_size=batch_size,
                 on_duplicate=on_duplicate.value,
                 on_empty=on_empty.value,
                 max_chars=max_chars,
                 progress=advance,
             )
+        errors.add_empty(result.skipped_empty)
         seconds = time.perf_counter() - started
         err.print(
-            f"Added {result.added:,} documents in {seconds:.1f} s ({result.added / max(seconds, 1e-9):,.0f} docs/s)"
+            f"Added {result.added:,} new documents in {seconds:.1f} s ({result.added / max(seconds, 1e-9):,.0f} docs/s); "
+            f"the index holds {result.total:,}"
             + (
                 f"; skipped {len(result.skipped_existing):,} already indexed or repeated"
                 if result.skipped_existing
                 else ""
             )
-            + (f"; skipped {len(result.skipped_empty):,} empty" if result.skipped_empty else "")
+            + _empty_summary(result.skipped_empty),
         )
+
+
+def _empty_summary(ids: list[str], shown: int = 5) -> str:
+    """'; skipped 2 empty (ids 'a', 'b')': the documents with no text after normalization."""
+    if not ids:
+        return ""
+    names = ", ".join(repr(i) for i in ids[:shown]) + (", ..." if len(ids) > shown else "")
+    return f"; skipped {len(ids):,} empty (no text after normalization: {names})"
 
 
 Show = Annotated[
@@ -481,13 +499,22 @@ def export(
     ] = Exported.pairs,
     threshold: Threshold = None,
     fmt: Annotated[
-        ExportFormat, typer.Option("--format", help="Output format (parquet needs -o and pyarrow).")
-    ] = ExportFormat.csv,
+        ExportFormat | None,
+        typer.Option(
+            "--format",
+            help="Output format; default: the -o file's extension, else csv (parquet needs -o "
+            "and pyarrow).",
+            show_default=False,
+        ),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Output file (default: stdout).")
     ] = None,
 ) -> None:
     """Write the verified pairs, or the clusters, with external ids and similarities."""
+    path = str(output) if output else None
+    output_fmt = output_format(path, fmt.value if fmt else None, default="csv")
+    check_outputs([path], db=db)
     with _open(db, schema=schema) as index:
         if what is Exported.pairs:
             rows, fields = index.pairs(threshold), PAIR_FIELDS
@@ -497,13 +524,28 @@ def export(
             rows, fields = index.clusters(), CLUSTER_FIELDS
         first = next(rows, None)  # a missing step raises here, before any file is created
         records = _records(itertools.chain([first] if first else [], rows), fields)
-        count = write_records(records, fields, fmt.value, str(output) if output else None)
-        err.print(f"Exported {count:,} {what.value}" + (f" to {shown(output)}" if output else ""))
+        clusters = Counter()
+        count = write_records(_counting_clusters(records, clusters), fields, output_fmt, path)
+        exported = (
+            f"{count:,} pairs"
+            if what is Exported.pairs
+            else f"{count:,} member rows of {clusters['clusters']:,} clusters"
+        )
+        err.print(
+            f"Exported {exported} ({output_fmt})" + (f" to {shown(output)}" if output else "")
+        )
 
 
 def _records(results: Iterator[Any], fields: list[str]) -> Iterator[dict[str, Any]]:
     """Typed results (Pair, ClusterMember) as the dicts the writers take."""
     return ({name: getattr(result, name) for name in fields} for result in results)
+
+
+def _counting_clusters(rows: Iterable[dict[str, Any]], tally: Counter) -> Iterator[dict[str, Any]]:
+    """The rows, counting in ``tally["clusters"]`` the representatives (one per cluster)."""
+    for row in rows:
+        tally["clusters"] += bool(row.get("is_representative"))
+        yield row
 
 
 @app.command()
@@ -580,7 +622,9 @@ def dedup(
     input_file: Annotated[
         str,
         typer.Argument(
-            metavar="INPUT", help="The file to deduplicate (JSON lines, CSV, id<TAB>text; .gz ok)."
+            metavar="INPUT",
+            help="The file, directory or glob of shards to deduplicate (JSON lines, CSV, "
+            "id<TAB>text, Parquet; .gz and .zst ok; - is stdin).",
         ),
     ],
     output: Annotated[
@@ -621,56 +665,150 @@ def dedup(
     text_field: Annotated[str, typer.Option(help="Field or column holding the text.")] = "text",
     encoding: Annotated[str, typer.Option(help="Text encoding of INPUT.")] = "utf-8",
     on_empty: Annotated[
-        Policy, typer.Option(help="A record with no text: fail, or keep it unindexed.")
+        Policy,
+        typer.Option(help="A record with no text: keep it in OUTPUT unindexed, or fail."),
+    ] = Policy.skip,
+    on_duplicate: Annotated[
+        Policy,
+        typer.Option(
+            help="An id already in --db with another text, or repeated in INPUT: fail, or keep "
+            "the indexed (first) copy and write the id once. The same text is no conflict."
+        ),
     ] = Policy.fail,
+    on_error: Annotated[
+        Policy,
+        typer.Option(help="A malformed record: fail, or leave it out and log it."),
+    ] = Policy.fail,
+    error_log: Annotated[
+        Path,
+        typer.Option(help="With --on-error skip: where skipped records are listed (JSON lines)."),
+    ] = Path("simindex-errors.jsonl"),
 ) -> None:
     """Write INPUT without its near-duplicates: one record kept per cluster."""
-    input_fmt = detect_format(input_file) if fmt is InputFormat.auto else fmt.value
-    output_fmt = (
-        "parquet" if output.endswith(".parquet") else detect_format(output, default=input_fmt)
-    )
+    paths = expand_inputs([input_file])
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     from simindex.index import Index
 
-    _compile_once()
-    with tempfile.TemporaryDirectory() as scratch:
-        url = db or str(Path(scratch) / "dedup.db")
-        index, _ = Index.open_or_create(  # the schema is --db's: a scratch file has none
-            url, threshold=threshold, schema=schema if db else None, lock_timeout=lock_timeout
+    logged = [error_log] if on_error is Policy.skip else []
+    check_outputs([output, dropped, *logged], paths, db if db else False)
+    with scratch_directory() as scratch, _ErrorLog(error_log) as errors:
+        paths = [spool_stdin(scratch) if path == "-" else path for path in paths]
+        input_fmt = detect_format(paths[0]) if fmt is InputFormat.auto else fmt.value
+        output_fmt = output_format(output, None, default=input_fmt)
+        report_error = errors.add if on_error is Policy.skip else None
+        _compile_once()
+        index, created = Index.open_or_create(  # the schema is --db's: a scratch file has none
+            db or str(Path(scratch) / "dedup.db"),
+            threshold=threshold,
+            schema=schema if db else None,
+            lock_timeout=lock_timeout,
         )
         with index:
+            read = functools.partial(
+                read_documents,
+                fmt=fmt.value,
+                id_field=id_field,
+                text_field=text_field,
+                encoding=encoding,
+            )
+            indexed = set() if created else _indexed_alike(index, paths, read)
             with _progress("Indexing") as advance:
-                documents = read_documents(input_file, input_fmt, id_field, text_field, encoding)
-                index.add(documents, on_empty=on_empty.value, progress=advance)
+                documents = (
+                    document
+                    for path in paths
+                    for document in read(path, on_error=report_error)
+                    if document[0] not in indexed
+                )
+                added = index.add(
+                    errors.saved_after(documents),
+                    on_empty=on_empty.value,
+                    on_duplicate=on_duplicate.value,
+                    progress=advance,
+                )
             pairs = index.find_pairs(threshold)
             report = index.cluster(threshold, rule=keep.value)
             drop = {r.external_id: r for r in index.clusters() if not r.is_representative}
-    records = read_records(input_file, input_fmt, id_field, text_field, encoding)
-    kept_records = (record for _, record in records if record_id(record, id_field) not in drop)
-    fields = _fields(input_file, input_fmt, id_field, text_field, encoding)
-    kept = write_records(kept_records, fields, output_fmt, output, id_field, text_field)
-    report_rows = (
-        {"id": i, "representative": r.cluster, "similarity": r.similarity}
-        for i, r in sorted(drop.items())
+        records = _records_of(paths, fmt.value, id_field, text_field, encoding)
+        kept_records = _kept(records, id_field, drop, once=on_duplicate is Policy.skip)
+        fields = _fields(paths, fmt.value, id_field, text_field, encoding)
+        kept = write_records(kept_records, fields, output_fmt, output, id_field, text_field)
+        report_rows = (
+            {"id": i, "representative": r.cluster, "similarity": r.similarity}
+            for i, r in sorted(drop.items())
+        )
+        write_records(
+            report_rows,
+            ["id", "representative", "similarity"],
+            output_format(dropped, None, default="csv"),
+            dropped,
+        )
+    unsigned = (
+        f" ({len(added.skipped_empty):,} of them empty, kept unindexed)"
+        if added.skipped_empty
+        else ""
     )
-    write_records(
-        report_rows,
-        ["id", "representative", "similarity"],
-        detect_format(dropped, default="csv"),
-        dropped,
+    rerun = (
+        f"; {len(indexed):,} records were indexed before with the same text (an earlier run)"
+        if indexed
+        else ""
     )
     err.print(
-        f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records in "
-        f"{shown(output)}, dropped {len(drop):,} (listed in {shown(dropped)})"
+        f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records"
+        f"{unsigned} in {shown(output)}, dropped {len(drop):,} (listed in {shown(dropped)}){rerun}"
     )
 
 
-def _fields(path: str, fmt: str, id_field: str, text_field: str, encoding: str) -> list[str]:
+def _indexed_alike(
+    index: Index, paths: list[str], read: Callable[..., Iterator[Any]], batch: int = 10_000
+) -> set[str]:
+    """Ids of the input that the index already holds with the same normalized text: a
+    re-run of a dedup --db interrupted between its transactions, not a conflict."""
+    from simindex.shingle import content_hash, normalize
+
+    documents = (d for path in paths for d in read(path, on_error=_ignore))
+    alike: set[str] = set()
+    while chunk := list(itertools.islice(documents, batch)):
+        stored = index.content_hashes(d[0] for d in chunk)
+        alike.update(
+            external_id
+            for external_id, text, *_ in chunk
+            if external_id in stored and stored[external_id] == content_hash(normalize(text))
+        )
+    return alike
+
+
+def _records_of(
+    paths: list[str], fmt: str, id_field: str, text_field: str, encoding: str
+) -> Iterator[dict[str, Any]]:
+    """The records of every input in order, bad ones left out (reported when indexing)."""
+    for path in paths:
+        yield from read_valid_records(path, fmt, id_field, text_field, encoding, _ignore)
+
+
+def _ignore(error: InputError) -> None:
+    """An error already reported (or logged) by an earlier pass over the same input."""
+
+
+def _kept(
+    records: Iterable[dict[str, Any]], id_field: str, drop: dict[str, Any], once: bool
+) -> Iterator[dict[str, Any]]:
+    """The records whose id is not dropped; with ``once``, only the first of an id."""
+    written: set[str] = set()
+    for record in records:
+        external_id = record_id(record, id_field)
+        if external_id in drop or (once and external_id in written):
+            continue
+        if once:
+            written.add(external_id)
+        yield record
+
+
+def _fields(paths: list[str], fmt: str, id_field: str, text_field: str, encoding: str) -> list[str]:
     """Column names of the input's records, in their order: the CSV header, or the keys seen
     in the first thousand records."""
     seen: dict[str, None] = {}
-    records = read_records(path, fmt, id_field, text_field, encoding)
-    for _, record in itertools.islice(records, 1000):
+    records = _records_of(paths, fmt, id_field, text_field, encoding)
+    for record in itertools.islice(records, 1000):
         seen.update(dict.fromkeys(record))
     return list(seen)
 
@@ -930,6 +1068,7 @@ def report(
     from simindex.report import example_pairs, require_matplotlib, write_report
 
     require_matplotlib()  # before the evaluation, which may take a while
+    check_outputs([output], db=db)
     with _open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
@@ -1218,29 +1357,59 @@ def _print_matches(matches: list[Match], as_json: bool, titles: dict[str, str] |
 
 
 class _ErrorLog:
-    """Skipped records, one JSON line each, in a file created at the first one."""
+    """Skipped records and empty documents, one JSON line each. The file is written
+    atomically (created only if there is something to list, only if the command succeeds),
+    and the bad records are on disk before the documents commit (see saved_after)."""
 
     def __init__(self, path: Path):
-        self.path, self.count, self._stream = path, 0, None
+        self.path, self.count, self.empty = path, 0, 0
+        self._file = ExitStack()
+        self._stream: io.TextIOWrapper | None = None
 
     def add(self, error: InputError) -> None:
-        if self._stream is None:
-            try:
-                self._stream = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
-            except OSError as exc:
-                raise InputError(
-                    f"{self.path}: can't write the error log: {exc.strerror}"
-                ) from None
-        self._stream.write(json.dumps({"error": str(error)}, ensure_ascii=False) + "\n")
+        self._write({"error": str(error)})
         self.count += 1
+
+    def add_empty(self, ids: list[str]) -> None:
+        for external_id in ids:
+            self._write({"id": external_id, "error": "no text after normalization (not stored)"})
+        self.empty += len(ids)
+
+    def _write(self, entry: dict[str, str]) -> None:
+        if self._stream is None:
+            raw = self._file.enter_context(atomic_output(self.path))
+            self._stream = io.TextIOWrapper(raw, encoding="utf-8")
+        with self._failing():
+            self._stream.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+    def saved_after(self, documents: Iterable[Any]) -> Iterator[Any]:
+        """The documents, then the log flushed to disk: a full disk fails the command
+        before the database commits, never after."""
+        yield from documents
+        if self._stream is not None:
+            with self._failing():
+                self._stream.flush()
+                os.fsync(self._stream.fileno())
+
+    @contextmanager
+    def _failing(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise InputError(f"{self.path}: can't write the error log: {exc.strerror}") from None
 
     def __enter__(self) -> _ErrorLog:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         if self._stream is not None:
-            self._stream.close()
-            err.print(f"Skipped {self.count:,} bad record(s), listed in {shown(self.path)}")
+            if exc_info[0] is None:
+                self._stream.detach()  # flushes; atomic_output names the file
+        self._file.__exit__(*exc_info)
+        if exc_info[0] is None and self.count + self.empty:
+            listed = [f"{self.count:,} bad record(s)"] if self.count else []
+            listed += [f"{self.empty:,} empty document(s)"] if self.empty else []
+            err.print(f"Listed {' and '.join(listed)} in {shown(self.path)}")
 
 
 @contextmanager

@@ -88,9 +88,11 @@ class Match:
 @dataclass
 class AddResult:
     """What :meth:`Index.add` did. ``duplicates`` maps a new document's external id to the
-    documents it duplicates (indexed before, or earlier in the same call), when asked."""
+    documents it duplicates (indexed before, or earlier in the same call), when asked;
+    ``total`` is the number of documents in the index afterwards."""
 
     added: int = 0
+    total: int = 0
     skipped_existing: list[str] = field(default_factory=list)
     skipped_empty: list[str] = field(default_factory=list)
     duplicates: dict[str, list[Match]] = field(default_factory=dict)
@@ -364,7 +366,7 @@ class Index:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         on_duplicate: OnDuplicate = "fail",
-        on_empty: OnDuplicate = "fail",
+        on_empty: OnDuplicate = "skip",
         find_duplicates: float | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         progress: Callable[[int], None] | None = None,
@@ -373,8 +375,10 @@ class Index:
 
         Memory is bounded by ``batch_size``. An external id that is already indexed or
         repeats within the call is an error (DuplicateIdError) unless ``on_duplicate`` is
-        "skip" (the first copy wins); a text that normalizes to nothing is an error
-        (EmptyDocumentError) unless ``on_empty`` is "skip". With ``find_duplicates=t``, each
+        "skip" (the first copy wins); a text that normalizes to nothing has no signature: it
+        is not stored and its id is listed in ``skipped_empty`` ("skip", the default), or
+        it is an error (EmptyDocumentError) with ``on_empty="fail"``. An int id is stored
+        as its decimal text. With ``find_duplicates=t``, each
         new document is first queried against the index and the earlier documents of the
         call (query-then-insert), and its matches with similarity >= t are returned.
         """
@@ -408,6 +412,7 @@ class Index:
                     progress(len(batch))
             for writer in call.writers.values():
                 writer.finish()
+            call.result.total = self._store.document_count(connection)
         if find_duplicates is not None and call.active is not None:
             call.result.expected_recall = _expected_recall(
                 call.active, find_duplicates, self.spec.num_perm
@@ -481,6 +486,12 @@ class Index:
         for banding_id, banding_keys in batch.keys.items():
             call.writers[banding_id].write(ids, banding_keys)
         result.added += len(batch)
+
+    def content_hashes(self, external_ids: Iterable[str]) -> dict[str, int]:
+        """The content hash (of the normalized text) of each of ``external_ids`` that is
+        indexed: how a re-run (same text) is told from a conflicting id."""
+        with self._transaction() as connection:
+            return self._store.content_hashes(connection, list(external_ids))
 
     def _drop_duplicate_ids(
         self,
@@ -1227,6 +1238,7 @@ def _expected_recall(banding: dict[str, Any], threshold: float, num_perm: int) -
 def _unpack_documents(
     batch: Sequence[Document], max_chars: int
 ) -> tuple[list[str], list[str], list[dict | None]]:
+    """Validated ids (an int id becomes its decimal text), texts and metadata of a batch."""
     external_ids, texts, metadata = [], [], []
     for document in batch:
         if not isinstance(document, tuple | list) or len(document) not in (2, 3):
@@ -1234,10 +1246,13 @@ def _unpack_documents(
                 f"a document must be (external_id, text[, metadata]), got {document!r:.80}"
             )
         external_id, text = document[0], document[1]
-        problem = document_problem(external_id, text, max_chars)
+        if isinstance(external_id, int) and not isinstance(external_id, bool):
+            external_id = str(external_id)
+        extra = document[2] if len(document) == 3 else None
+        problem = document_problem(external_id, text, max_chars, extra)
         if problem:
             raise InputError(problem)
         external_ids.append(external_id)
         texts.append(text)
-        metadata.append(document[2] if len(document) == 3 else None)
+        metadata.append(extra)
     return external_ids, texts, metadata

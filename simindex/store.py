@@ -303,11 +303,21 @@ class Store:
 
     def document_ids(self, connection: Connection, external_ids: Sequence[str]) -> dict[str, int]:
         """external id -> document id, for those of ``external_ids`` that are indexed."""
+        return self._by_external_id(connection, external_ids, "id")
+
+    def content_hashes(self, connection: Connection, external_ids: Sequence[str]) -> dict[str, int]:
+        """external id -> content hash, for those of ``external_ids`` that are indexed."""
+        return self._by_external_id(connection, external_ids, "content_hash")
+
+    def _by_external_id(
+        self, connection: Connection, external_ids: Sequence[str], column: str
+    ) -> dict[str, int]:
         among, params = self._among(list(external_ids), "TEXT")
         found = connection.execute(
-            sa.text(f"SELECT external_id, id FROM documents WHERE external_id {among}"), params
+            sa.text(f"SELECT external_id, {column} FROM documents WHERE external_id {among}"),
+            params,
         )
-        return {external_id: int(i) for external_id, i in found}
+        return {external_id: int(value) for external_id, value in found}
 
     def allocate_document_ids(self, connection: Connection, count: int) -> np.ndarray:
         """``count`` new document ids (int64). Safe against concurrent writers: PostgreSQL
