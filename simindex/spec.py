@@ -12,13 +12,11 @@ from typing import Literal
 
 import numpy as np
 
+from simindex.defaults import DEFAULT_SCHEME, SCHEME_V1, SCHEMES
+from simindex.defaults import SCHEME_V2 as SCHEME_V2  # v1: MinHash; v2: one permutation
 from simindex.errors import ParameterError, SpecMismatchError
 from simindex.hashing import splitmix64_stream
 
-SCHEME_V1 = "simindex-v1"  # classic MinHash: num_perm affine hash functions
-SCHEME_V2 = "simindex-v2"  # one-permutation hashing with optimal densification
-SCHEMES = (SCHEME_V1, SCHEME_V2)
-DEFAULT_SCHEME = SCHEME_V2
 NORMALIZATION = "nfkc-lower-space"
 MAX_NUM_PERM = 4096
 MAX_K = 64
