@@ -29,13 +29,15 @@ from pathlib import Path
 from typing import BinaryIO
 
 from simindex.errors import DatabaseError, InputError
-from simindex.store import database_url
 
 _SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
 
 def database_files(db: str | os.PathLike[str] | None) -> list[str]:
     """The files a SQLite database URL stands for (none for PostgreSQL or :memory:)."""
+    # Imported here: the CLI checks outputs before it needs SQLAlchemy (see simindex.cli).
+    from simindex.store import database_url
+
     try:
         url = database_url(db)
     except DatabaseError:  # not a usable URL: opening the database says so

@@ -129,7 +129,7 @@ def test_a_read_only_sqlite_file_answers_queries_and_refuses_writes(tmp_path):
     script = (
         "import json; from typer.testing import CliRunner; from simindex.cli import app\n"
         "commands = [['query', '--id', 'n003'], ['stats'], ['check'], ['db', 'current'],"
-        " ['delete', 'n003']]\n"
+        " ['delete', 'n003', '--yes']]\n"
         f"results = [CliRunner().invoke(app, [*c, '--db', {str(db)!r}]) for c in commands]\n"
         "print(json.dumps([[r.exit_code, r.stdout, r.stderr] for r in results]))"
     )
