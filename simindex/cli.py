@@ -411,6 +411,8 @@ def ingest(
             + _empty_summary(result.skipped_empty),
         )
         if created:  # it was created with the documents (a failure leaves none): only now
+            if not index.completed_half_created:
+                err.print(f"Created a new index in {shown(index.url)}")
             _describe_index(index)
 
 
@@ -1353,7 +1355,7 @@ def current(db: Db = None, schema: Schema = None) -> None:
 
 
 def _describe_index(index: Index) -> None:
-    """What a new index is: where, how it signs, its banding."""
+    """What a new index is: how it signs, its banding (and if it completed a half-created one)."""
     from simindex import banding as lsh
 
     if index.completed_half_created:
@@ -1361,8 +1363,6 @@ def _describe_index(index: Index) -> None:
             f"Completed the half-created index in {shown(index.url)} (it had a schema but no "
             "settings)"
         )
-    else:
-        err.print(f"Created a new index in {shown(index.url)}")
     active = next(b for b in index.bandings() if b["is_active"])
     p = lsh.candidate_probability(index.threshold, active["bands"], active["rows"])
     err.print(

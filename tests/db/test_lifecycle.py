@@ -18,6 +18,8 @@ from simindex.errors import DatabaseError, DuplicateIdError, ParameterError
 from simindex.index import schema_revision, upgrade_schema
 from simindex.spec import SignatureSpec
 from simindex.store import Store, create_engine, database_url
+from tests.cli.test_cli import run
+from tests.conftest import NEWS
 from tests.db.test_reliability import _corpus, _simindex
 
 
@@ -255,3 +257,10 @@ def _reset(url: str) -> None:
         with engine.begin() as connection:
             connection.exec_driver_sql("DROP SCHEMA public CASCADE; CREATE SCHEMA public")
     engine.dispose()
+
+
+def test_init_and_ingest_say_they_completed_a_half_created_index(db_url):
+    _half_created(db_url)
+    stats = run("stats", "--db", db_url, ok=False)
+    assert "half-created simindex index" in stats.stderr and "simindex init" in stats.stderr
+    assert "Completed the half-created index" in run("ingest", str(NEWS), "--db", db_url).stderr
