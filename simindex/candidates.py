@@ -36,16 +36,27 @@ def collect(
     buckets: Iterable[tuple[np.ndarray, np.ndarray]], max_bucket_size: int = DEFAULT_MAX_BUCKET_SIZE
 ) -> Candidates:
     """Candidate pairs of (members, offsets) bucket chunks, deduplicated across buckets."""
-    packed_chunks, hot, largest = [], 0, 0
+    chunks_a, chunks_b, hot, largest = [np.empty(0, np.int64)], [np.empty(0, np.int64)], 0, 0
     for members, offsets in buckets:
         a, b, chunk_hot = bucket_pairs(members, offsets, max_bucket_size)
         hot += chunk_hot
         if offsets.shape[0] > 1:
             largest = max(largest, int(np.diff(offsets).max()))
-        packed_chunks.append(np.unique(_pack(a, b)))
-    packed = np.unique(np.concatenate(packed_chunks)) if packed_chunks else np.empty(0, np.int64)
-    doc_a, doc_b = _unpack(packed)
+        a, b = unique_pairs(a, b)
+        chunks_a.append(a)
+        chunks_b.append(b)
+    doc_a, doc_b = unique_pairs(np.concatenate(chunks_a), np.concatenate(chunks_b))
     return Candidates(doc_a, doc_b, hot, largest)
+
+
+def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct pairs (a[i], b[i]), sorted by (a, b). Any int64 ids: pairs are compared
+    as two columns, not packed into one integer (which would cap ids at 2**31)."""
+    order = np.lexsort((b, a))
+    a, b = a[order], b[order]
+    first = np.ones(a.shape[0], dtype=bool)
+    first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    return a[first], b[first]
 
 
 def group_keys(keys: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -100,17 +111,3 @@ def _bucket_pairs_kernel(members, offsets, hot, starts, doc_a, doc_b):
                     doc_a[out] = bucket[j]
                     doc_b[out] = bucket[q]
                     out += 1
-
-
-# Pairs are deduplicated as one int64 each: a * 2**31 + b, for document ids below 2**31.
-_SHIFT = 31
-
-
-def _pack(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.size and max(int(a.max()), int(b.max())) >= 1 << _SHIFT:
-        raise OverflowError("document ids of 2**31 and above are not supported yet")
-    return (a << _SHIFT) | b
-
-
-def _unpack(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return packed >> _SHIFT, packed & ((1 << _SHIFT) - 1)

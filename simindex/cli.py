@@ -38,7 +38,7 @@ from simindex.readers import (
     read_records,
     record_id,
 )
-from simindex.report import require_matplotlib, write_report
+from simindex.report import example_pairs, require_matplotlib, write_report
 from simindex.spec import SignatureSpec
 from simindex.store import create_engine, database_url, display_url
 from simindex.writers import write_records
@@ -674,7 +674,8 @@ def report(
     with Index.open(db) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
-    files = write_report(result, statistics, output)
+        examples = example_pairs(index, result)
+    files = write_report(result, statistics, output, examples)
     err.print(
         f"Wrote {output}, with its {len(files) - 1} figure files in {files[1].parent}",
         highlight=False,

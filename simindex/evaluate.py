@@ -65,9 +65,10 @@ class SimilarityBin:
 class Evaluation:
     """What :func:`evaluate` measured on a sample (see docs/evaluation.md).
 
-    pair_*: the sample's exact pairs with similarity >= floor (exact Jaccard, signature
-    estimate, whether the banding makes them a candidate). candidate_*: every candidate pair
-    of the sample, with its exact Jaccard and estimate (what verification sees).
+    pair_*: the sample's exact pairs with similarity >= floor (the two documents as
+    positions in sample_ids, exact Jaccard, signature estimate, whether the banding makes
+    them a candidate). candidate_*: every candidate pair of the sample, with its exact
+    Jaccard and estimate (what verification sees).
     """
 
     documents: int
@@ -78,6 +79,8 @@ class Evaluation:
     bands: int
     rows: int
     num_perm: int
+    pair_a: np.ndarray
+    pair_b: np.ndarray
     pair_similarity: np.ndarray
     pair_estimate: np.ndarray
     pair_is_candidate: np.ndarray
@@ -106,6 +109,16 @@ class Evaluation:
         if not strong.size:
             return None
         return float(candidate_probability(strong, self.bands, self.rows).mean())
+
+    def missed_pairs(self, limit: int) -> list[tuple[str, str, float]]:
+        """The ``limit`` most similar exact pairs that the banding does not make candidates
+        (so no query or ``pairs`` run can find them): (id_a, id_b, exact Jaccard)."""
+        missed = np.flatnonzero(~self.pair_is_candidate)
+        top = missed[np.argsort(-self.pair_similarity[missed], kind="stable")[:limit]]
+        ids = self.sample_ids
+        return [
+            (ids[self.pair_a[i]], ids[self.pair_b[i]], float(self.pair_similarity[i])) for i in top
+        ]
 
     def verification(self, by: Literal["exact", "estimate"]) -> dict[str, float | int | None]:
         """Recall and precision at the threshold of the pairs kept when candidates are
@@ -190,6 +203,8 @@ def evaluate(
         bands=bands,
         rows=rows,
         num_perm=profiles.signatures.shape[1],
+        pair_a=rows_a,
+        pair_b=rows_b,
         pair_similarity=similarity,
         pair_estimate=estimate_jaccard(profiles.signatures[rows_a], profiles.signatures[rows_b]),
         pair_is_candidate=is_candidate,

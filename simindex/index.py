@@ -911,7 +911,23 @@ class Index:
                 "pairs": self._store.pair_count(connection, active["id"]),
                 "bucket_sizes": self._store.bucket_sizes(connection, active["id"]),
                 "largest_buckets": self._store.largest_buckets(connection, active["id"], largest),
+                "cluster_sizes": None
+                if active["clusters_threshold"] is None
+                else self._store.cluster_sizes(connection, active["id"]),
             }
+
+    def weakest_pairs(self, limit: int = 5) -> list[dict[str, Any]]:
+        """The active banding's ``limit`` stored pairs of lowest similarity, least similar
+        first (dicts with id_a, id_b, similarity): the pairs nearest the line between a
+        duplicate and not, which is where a reader judges the threshold."""
+        with self._transaction() as connection:
+            active = self._active_banding(connection)
+            return self._store.weakest_pairs(connection, active["id"], limit)
+
+    def texts(self, external_ids: Iterable[str]) -> dict[str, str | None]:
+        """The stored text of each given document that exists (None when text is not kept)."""
+        with self._transaction() as connection:
+            return self._store.texts_of(connection, list(external_ids))
 
     # -- evaluation ------------------------------------------------------------------------
 

@@ -494,22 +494,9 @@ class Store:
         self, connection: Connection, banding_id: int, threshold: float
     ) -> Iterator[dict[str, Any]]:
         """Stored pairs with external ids and similarity >= threshold, most similar first."""
-        doc_a = documents.alias("doc_a")
-        doc_b = documents.alias("doc_b")
-        similarity = func.coalesce(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
-        query = (
-            select(
-                doc_a.c.external_id.label("id_a"),
-                doc_b.c.external_id.label("id_b"),
-                similarity.label("similarity"),
-                pairs.c.exact_jaccard,
-                pairs.c.estimated_jaccard,
-            )
-            .join(doc_a, doc_a.c.id == pairs.c.doc_a)
-            .join(doc_b, doc_b.c.id == pairs.c.doc_b)
-            .where(pairs.c.banding_id == banding_id, similarity >= threshold)
-            .order_by(similarity.desc(), doc_a.c.external_id, doc_b.c.external_id)
-        )
+        query, similarity, order = _named_pairs(banding_id)
+        query = query.add_columns(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
+        query = query.where(similarity >= threshold).order_by(similarity.desc(), *order)
         streamed = {"stream_results": True, "yield_per": 10_000}
         for row in connection.execute(query, execution_options=streamed).mappings():
             yield dict(row)
@@ -755,6 +742,38 @@ class Store:
         )
         return [(int(b), int(k), int(s)) for b, k, s in connection.execute(query)]
 
+    def cluster_sizes(self, connection: Connection, banding_id: int) -> list[tuple[int, int]]:
+        """(cluster size, number of clusters of that size), ascending by size."""
+        sizes = (
+            select(func.count().label("size"))
+            .where(clusters.c.banding_id == banding_id)
+            .group_by(clusters.c.cluster_id)
+            .subquery()
+        )
+        query = select(sizes.c.size, func.count()).group_by(sizes.c.size).order_by(sizes.c.size)
+        return [(int(s), int(c)) for s, c in connection.execute(query)]
+
+    def weakest_pairs(
+        self, connection: Connection, banding_id: int, limit: int
+    ) -> list[dict[str, Any]]:
+        """The ``limit`` stored pairs of lowest similarity: id_a, id_b (external ids),
+        similarity (exact when known), least similar first."""
+        query, similarity, order = _named_pairs(banding_id)
+        query = query.order_by(similarity, *order).limit(limit)
+        return [dict(row) for row in connection.execute(query).mappings()]
+
+    def texts_of(
+        self, connection: Connection, external_ids: Sequence[str]
+    ) -> dict[str, str | None]:
+        """external id -> stored text (None when text is not kept) of those that exist."""
+        found: dict[str, str | None] = {}
+        for chunk in _chunks(list(external_ids), MAX_PARAMS):
+            query = select(documents.c.external_id, documents.c.text).where(
+                documents.c.external_id.in_(chunk)
+            )
+            found.update((e, t) for e, t in connection.execute(query))
+        return found
+
     def pair_count(self, connection: Connection, banding_id: int) -> int:
         return connection.scalar(
             select(func.count()).select_from(pairs).where(pairs.c.banding_id == banding_id)
@@ -769,6 +788,25 @@ class Store:
             .subquery()
         )
         return connection.scalar(select(func.count()).select_from(groups))
+
+
+def _named_pairs(banding_id: int) -> tuple[sa.Select, sa.ColumnElement, tuple]:
+    """The banding's stored pairs as id_a, id_b (external ids) and similarity (exact when
+    known), with that similarity and the external ids to order by."""
+    doc_a = documents.alias("doc_a")
+    doc_b = documents.alias("doc_b")
+    similarity = func.coalesce(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
+    query = (
+        select(
+            doc_a.c.external_id.label("id_a"),
+            doc_b.c.external_id.label("id_b"),
+            similarity.label("similarity"),
+        )
+        .join(doc_a, doc_a.c.id == pairs.c.doc_a)
+        .join(doc_b, doc_b.c.id == pairs.c.doc_b)
+        .where(pairs.c.banding_id == banding_id)
+    )
+    return query, similarity, (doc_a.c.external_id, doc_b.c.external_id)
 
 
 # Sort memory for building a bulk-loaded partition's primary key (this transaction only).

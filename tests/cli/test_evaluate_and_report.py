@@ -1,10 +1,15 @@
 """`simindex evaluate`, `simindex report` and `simindex tune --db`: the report is one
-self-contained HTML page whose figures are real PNG (embedded) and SVG (beside it) files."""
+self-contained HTML page whose figures are real PNG (embedded) and SVG (beside it) files, that
+opens with its verdict, and that a real browser (headless Chromium) renders whole."""
 
 from __future__ import annotations
 
 import base64
+import html
 import json
+import os
+import re
+import shutil
 import struct
 import subprocess
 import sys
@@ -12,18 +17,30 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from simindex import Index
 from simindex.cli import app
 from simindex.errors import SimindexError
-from simindex.report import CAPTIONS, captions, write_report
+from simindex.report import (
+    CAPTIONS,
+    ExamplePair,
+    captions,
+    example_pairs,
+    verdict,
+    word_diff,
+    write_report,
+)
 from tests.conftest import NEWS
 
 runner = CliRunner()
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-CHROMIUM = Path("/usr/bin/chromium")
+# A pair whose id and text try to inject markup: the page must show it as text.
+HOSTILE = ExamplePair(
+    "hostile", "<i>x</i>", "y&z", 0.5, "same <script>document.title='injected'</script> a", "same b"
+)
 
 
 def run(*args: str, ok: bool = True):
@@ -43,6 +60,8 @@ class _Page(HTMLParser):
         self.open: list[str] = []
         self.images: list[dict] = []
         self.captions: list[str] = []
+        self.paragraphs: list[str] = []
+        self.headings: list[str] = []
         self.tables = 0
 
     def handle_starttag(self, tag, attrs):
@@ -52,6 +71,10 @@ class _Page(HTMLParser):
             self.captions.append("")
         if tag == "table":
             self.tables += 1
+        if tag == "p":
+            self.paragraphs.append("")
+        if tag in ("h2", "h3"):
+            self.headings.append("")
         if tag not in self.VOID:
             self.open.append(tag)
 
@@ -62,30 +85,42 @@ class _Page(HTMLParser):
     def handle_data(self, data):
         if "figcaption" in self.open:
             self.captions[-1] += data
+        if "p" in self.open:
+            self.paragraphs[-1] += data
+        if self.open and self.open[-1] in ("h2", "h3"):
+            self.headings[-1] += data
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory, news):
-    """The news corpus's report, drawn by the library, with the evaluation it shows."""
-    folder = tmp_path_factory.mktemp("report")
-    with Index.create(str(folder / "news.db")) as index:
-        index.add(news)
-        index.find_pairs()
-        evaluation = index.evaluate(floor=0.3)
-        stats = index.stats()
-    files = write_report(evaluation, stats, folder / "report.html")
-    return folder / "report.html", files, evaluation
-
-
-def test_report_is_one_self_contained_page_with_real_figures(rendered):
-    page_path, files, evaluation = rendered
+def parse(page_path: Path) -> _Page:
     page = _Page()
     page.feed(page_path.read_text(encoding="utf-8"))
     page.close()
     assert page.open == [], "unclosed tags"
-    assert page.tables >= 4  # evaluation summary, bins, index, bandings, bucket sizes
+    return page
 
-    assert len(page.images) == len(CAPTIONS) == 4
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory, news):
+    """The news corpus's report, with clusters and example pairs, drawn by the library, with
+    the evaluation it shows and its examples."""
+    folder = tmp_path_factory.mktemp("report")
+    with Index.create(str(folder / "news.db")) as index:
+        index.add(news)
+        index.find_pairs()
+        index.cluster()
+        evaluation = index.evaluate(floor=0.3)
+        stats = index.stats()
+        examples = example_pairs(index, evaluation)
+    files = write_report(evaluation, stats, folder / "report.html", [*examples, HOSTILE])
+    return folder / "report.html", files, evaluation, examples
+
+
+def test_report_is_one_self_contained_page_with_real_figures(rendered):
+    page_path, files, evaluation, _ = rendered
+    page = parse(page_path)
+    assert page.tables == 5  # sample summary, bins, index, bandings, bucket sizes
+
+    assert len(page.images) == len(CAPTIONS) == 5  # with clusters built
     for image in page.images:
         prefix, data = image["src"].split(",", 1)
         assert prefix == "data:image/png;base64"
@@ -114,22 +149,133 @@ def test_report_is_one_self_contained_page_with_real_figures(rendered):
     assert "sampled documents" in captions(evaluation)["similarity_histogram"]
 
 
-def test_report_screenshot_in_a_headless_browser(rendered, tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is not installed: no browser to render the page in")
-    page_path, _, _ = rendered
+def test_report_opens_with_its_verdict_and_labels_sample_and_index(rendered, news):
+    page_path, _, evaluation, examples = rendered
+    page = parse(page_path)
+    assert (
+        page.paragraphs[0]
+        == verdict(evaluation)
+        == (
+            "Recall at 0.8 on all 100 documents: 100% (18 of 18 pairs); the S-curve predicts 99.99%."
+        )
+    )
+    assert page.paragraphs[1] == (
+        "The whole index: 100 documents; 18 stored pairs (similarity >= 0.8, 20 x 5); "
+        "18 clusters (>= 0.8)."
+    )
+    assert page.headings[0] == "From the sample: 100 of 100 documents (seed 0)"
+    assert page.headings[-1] == "The whole index"
+
+    # The stored pairs nearest the threshold, then the sample's most similar missed pair.
+    assert [(e.id_a, e.id_b, round(e.similarity, 3)) for e in examples] == [
+        ("n017", "n039", 0.804),
+        ("n006", "n015", 0.904),
+        ("n022", "n027", 0.908),
+        ("n014", "n025", 0.572),
+    ]
+    assert examples[-1].kind.startswith("missed by the banding (sample; the S-curve gives")
+    text = {external_id: body for external_id, body, _ in news}
+    assert all((e.text_a, e.text_b) == (text[e.id_a], text[e.id_b]) for e in examples)
+    titles = [h for h in page.headings if " and " in h]
+    assert titles[-1] == "hostile: <i>x</i> and y&z, similarity 0.500"  # shown as text
+    source = page_path.read_text(encoding="utf-8")
+    assert "<script>" not in source and "&lt;script&gt;" in source
+
+
+def test_verdict_names_the_sample_and_what_it_could_not_measure(tmp_path, news):
+    with Index.create(str(tmp_path / "news.db")) as index:
+        index.add(news)
+        sampled = index.evaluate(sample=60, floor=0.3, seed=3)
+        tiny = index.evaluate(sample=4, floor=0.3, seed=3)
+    strong = sampled.pair_similarity >= 0.8
+    found, total = int(sampled.pair_is_candidate[strong].sum()), int(strong.sum())
+    assert total and verdict(sampled).startswith(
+        f"Recall at 0.8 on a 60-document sample: {100 * found / total:.0f}% "
+        f"({found} of {total} pairs); the S-curve predicts 99.9"
+    )
+    assert tiny.exact_pairs_at_threshold == 0
+    assert verdict(tiny) == (
+        "Recall at 0.8 on a 4-document sample: no pair reaches 0.8 (raise --sample)."
+    )
+
+
+def test_word_diff_marks_what_differs_escaped():
+    shared = " ".join(f"w{i}" for i in range(30))
+    left, right = word_diff(
+        f"<b>Tom</b> & {shared} ran home", f"<b>Tom</b> & {shared} walked home now", context=3
+    )
+    assert left == (
+        "&lt;b&gt;Tom&lt;/b&gt; &amp; w0 <span class=skip>[26 same words]</span> "
+        "w27 w28 w29 <del>ran</del> home"
+    )
+    assert right.endswith("w29 <ins>walked</ins> home <ins>now</ins>")
+    assert word_diff("a b", "a b") == ("a b", "a b")
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The chromium binary, or skip (fail when SIMINDEX_TEST_REQUIRE_CHROMIUM=1, as in CI)."""
+    found = shutil.which("chromium")
+    if found:
+        return found
+    reason = "chromium is not installed (apt-get install chromium): no browser to render the page"
+    if os.environ.get("SIMINDEX_TEST_REQUIRE_CHROMIUM") == "1":
+        pytest.fail(f"chromium is required here: {reason}")
+    pytest.skip(reason)
+
+
+# Run in the page after it loads: every image's decoded size, where the example texts sit,
+# and the title (which the hostile example's script would change if it ran).
+_PROBE = """<img id="control" src="data:image/png;base64,AAAA" alt="broken on purpose">
+<script>
+addEventListener("load", () => {
+  const images = [...document.images].map(i => ({
+    figure: i.closest("figure") ? i.closest("figure").id : i.id,
+    width: i.naturalWidth, height: i.naturalHeight, shown: i.getBoundingClientRect().width}));
+  const sides = [...document.querySelectorAll(".sides")].map(
+    s => [...s.children].map(c => c.getBoundingClientRect().left));
+  document.body.dataset.probe = JSON.stringify({images, sides, title: document.title});
+});
+</script>
+</body>"""
+
+
+def test_report_renders_in_a_headless_browser(chromium, rendered, tmp_path):
+    page_path, _, _, examples = rendered
+    browser = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+               "--hide-scrollbars", "--force-device-scale-factor=1", "--window-size=1200,1800",
+               f"--user-data-dir={tmp_path / 'profile'}"]  # fmt: skip
+
+    probe = page_path.with_name("probe.html")  # beside the page: same relative links
+    probe.write_text(page_path.read_text(encoding="utf-8").replace("</body>", _PROBE))
+    dom = subprocess.run(
+        [*browser, "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+        check=True, capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    found = json.loads(html.unescape(re.search(r'data-probe="([^"]*)"', dom).group(1)))
+    images = {image["figure"]: image for image in found["images"]}
+    assert images.pop("control")["width"] == 0  # a broken image does show up as 0 wide
+    assert sorted(images) == sorted(CAPTIONS)
+    for name, image in images.items():
+        assert image["width"] >= 600 and image["height"] >= 300 and image["shown"] > 500, name
+    assert len(found["sides"]) == len(examples) + 1  # and the hostile one
+    assert all(right > left + 300 for left, right in found["sides"])  # side by side
+    assert found["title"] == "simindex evaluation report"  # the hostile script did not run
+
     shot = tmp_path / "page.png"
-    subprocess.run(
-        [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu",
-         f"--screenshot={shot}", "--window-size=1200,2400", page_path.as_uri()],
-        check=True, capture_output=True, timeout=120,
-    )  # fmt: skip
-    assert shot.read_bytes()[:8] == PNG_SIGNATURE
-    assert shot.stat().st_size > 10_000
+    subprocess.run([*browser, f"--screenshot={shot}", page_path.as_uri()],
+                   check=True, capture_output=True, timeout=120)  # fmt: skip
+    from PIL import Image  # matplotlib's own dependency
+
+    pixels = np.asarray(Image.open(shot).convert("RGB")).reshape(-1, 3).astype(int)
+    assert len(pixels) == 1200 * 1800
+    # The first screen shows the histogram as drawn: its blue (found) and red (missed) bars.
+    for color in ((31, 119, 180), (214, 39, 40)):
+        assert (np.abs(pixels - color).sum(axis=1) < 30).sum() > 200, color
 
 
 def test_report_without_matplotlib_names_the_extra(rendered, monkeypatch, tmp_path):
-    _, _, evaluation = rendered
+    _, _, evaluation, _ = rendered
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     with pytest.raises(SimindexError, match=r"pip install 'simindex\[report\]'"):
         write_report(evaluation, {}, tmp_path / "r.html")

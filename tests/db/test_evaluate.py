@@ -87,6 +87,37 @@ def test_evaluate_needs_text_and_a_floor_below_the_threshold(tmp_path, news):
             index.evaluate(sample=1)
 
 
+def test_what_the_report_shows_beside_the_evaluation(db_url, news):
+    """Missed pairs, cluster sizes, the weakest stored pairs and texts, on both backends."""
+    with Index.create(db_url) as index:
+        index.add(news)
+        index.find_pairs(threshold=FLOOR)
+        stored = list(index.pairs(FLOOR))
+        evaluation = index.evaluate(floor=FLOOR)  # every document: the whole index's pairs
+        assert index.stats()["cluster_sizes"] is None
+        index.cluster()
+        cluster_sizes = index.stats()["cluster_sizes"]
+        members = [row["cluster"] for row in index.clusters()]
+        weakest = index.weakest_pairs(3)
+        texts = index.texts(["n001", "n002", "nosuch"])
+
+    # Missed: the exact pairs >= floor that are not stored, most similar first.
+    missed = evaluation.missed_pairs(100)
+    stored_pairs = {frozenset((p["id_a"], p["id_b"])) for p in stored}
+    assert not stored_pairs & {frozenset((a, b)) for a, b, _ in missed}
+    assert len(missed) + len(stored) == evaluation.pair_similarity.size
+    similarities = [s for _, _, s in missed]
+    assert similarities == sorted(similarities, reverse=True) and min(similarities) >= FLOOR
+    assert evaluation.missed_pairs(1) == missed[:1]
+
+    sizes = np.unique(np.unique(members, return_counts=True)[1], return_counts=True)
+    assert cluster_sizes == list(zip(sizes[0].tolist(), sizes[1].tolist()))
+    lowest = sorted(stored, key=lambda p: (p["similarity"], p["id_a"], p["id_b"]))[:3]
+    assert weakest == [{k: p[k] for k in ("id_a", "id_b", "similarity")} for p in lowest]
+    text = {external_id: body for external_id, body, _ in news}
+    assert texts == {"n001": text["n001"], "n002": text["n002"]}
+
+
 def test_wilson_interval():
     # Textbook values (Wilson 1927; e.g. Newcombe 1998, Table I: 81/263 -> 0.2553-0.3662).
     assert wilson_interval(81, 263) == pytest.approx((0.2553, 0.3662), abs=1e-4)

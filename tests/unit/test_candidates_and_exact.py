@@ -52,3 +52,11 @@ def test_exact_join_equals_brute_force():
             zip(rows_a[keep].tolist(), rows_b[keep].tolist())
         )
         assert np.allclose(np.sort(j), np.sort(jaccard[keep]))
+
+
+def test_collect_keeps_ids_up_to_2_63_apart_distinct():
+    top = 2**63 - 1
+    members = np.array([top, 2**40, 2**31, 7, top, 2**40], dtype=np.int64)
+    candidates = collect([(members, np.array([0, 4, 6]))], max_bucket_size=10)
+    pairs = list(zip(candidates.doc_a.tolist(), candidates.doc_b.tolist()))
+    assert pairs == [(7, 2**31), (7, 2**40), (7, top), (2**31, 2**40), (2**31, top), (2**40, top)]
