@@ -290,8 +290,8 @@ class Index:
         repeats within the call is an error (DuplicateIdError) unless ``on_duplicate`` is
         "skip" (the first copy wins) or "replace" (the last copy wins: the indexed document
         is deleted as by :meth:`delete` and the new one added under a new internal id, so the
-        next incremental :meth:`find_pairs` pairs it); a text that normalizes to nothing is an error
-        (EmptyDocumentError) unless ``on_empty`` is "skip". With ``find_duplicates=t``, each
+        next incremental :meth:`find_pairs` pairs it). A text that normalizes to nothing is an
+        error (EmptyDocumentError) unless ``on_empty`` is "skip". With ``find_duplicates=t``, each
         new document is first queried against the index and the earlier documents of the
         call (query-then-insert), and its matches with similarity >= t are returned.
         """
