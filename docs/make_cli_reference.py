@@ -12,7 +12,9 @@ HEADER = """# CLI reference
 Generated from `--help` by `python docs/make_cli_reference.py`; a test fails when a command or
 option is missing here. Every command takes `--db` (or the `SIMINDEX_DATABASE_URL` environment
 variable): a SQLite file path, `sqlite:///path`, or `postgresql://user@host:port/database`;
-without it, `./simindex.db`. Data goes to stdout, progress and summaries to stderr; a user
+without it, `./simindex.db`. On PostgreSQL, `--schema NAME` (`SIMINDEX_SCHEMA`) picks the
+schema that holds the index (docs/sql.md); commands that write wait at most `--lock-timeout`
+seconds for another writer (docs/reliability.md). Data goes to stdout, progress and summaries to stderr; a user
 error prints one `Error: ...` line and exits with status 1.
 """
 

@@ -8,9 +8,16 @@ config = context.config
 
 
 def run(connection) -> None:
+    # An index in a PostgreSQL schema of its own (simindex's --schema: the connection's
+    # search_path is that schema, see store._configure_connections) is made there, with its
+    # version table.
+    schema = connection.info.get("simindex_schema")
+    if schema is not None:
+        connection.exec_driver_sql(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
     context.configure(
         connection=connection,
         render_as_batch=connection.dialect.name == "sqlite",
+        version_table_schema=schema,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -8,12 +8,15 @@ code 1; any other exception is a bug and keeps its traceback.
 from __future__ import annotations
 
 import functools
+import io
 import itertools
 import json
-import tempfile
+import logging
+import os
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -31,17 +34,27 @@ from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import InputError, ParameterError, SimindexError
 from simindex.evaluate import CandidateEstimate, Evaluation
 from simindex.index import DEFAULT_BATCH_SIZE, DEFAULT_SAMPLE, DEFAULT_THRESHOLD, Index, Match
+from simindex.outputs import atomic_output, check_outputs, scratch_directory
 from simindex.readers import (
     DEFAULT_MAX_CHARS,
     detect_format,
+    expand_inputs,
     read_documents,
-    read_records,
+    read_valid_records,
     record_id,
+    spool_stdin,
 )
 from simindex.report import example_pairs, require_matplotlib, write_report
+from simindex.shingle import content_hash, normalize
 from simindex.spec import SignatureSpec
-from simindex.store import create_engine, database_url, display_url
-from simindex.writers import write_records
+from simindex.store import (
+    DEFAULT_LOCK_TIMEOUT,
+    application_name,
+    create_engine,
+    database_url,
+    display_url,
+)
+from simindex.writers import output_format, write_records
 
 app = typer.Typer(
     help="A persistent near-duplicate index: MinHash LSH in SQLite or PostgreSQL.",
@@ -56,6 +69,16 @@ app.add_typer(db_app, name="db")
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
 
+
+class _ToStderr(logging.Handler):
+    """The library's notices (e.g. a writer waiting for another) on stderr, like progress."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        err.print(escape(record.getMessage()), highlight=False)
+
+
+logging.getLogger("simindex").addHandler(_ToStderr())
+
 Db = Annotated[
     str | None,
     typer.Option(
@@ -64,6 +87,24 @@ Db = Annotated[
         help="Database: a SQLite file path, sqlite:///path or postgresql://user@host/db. "
         "Default: ./simindex.db",
         show_default=False,
+    ),
+]
+Schema = Annotated[
+    str | None,
+    typer.Option(
+        "--schema",
+        envvar="SIMINDEX_SCHEMA",
+        help="PostgreSQL schema holding the index (created with it), so several indexes "
+        "share a database. Default: the database's search_path (usually public).",
+        show_default=False,
+    ),
+]
+LockTimeout = Annotated[
+    float,
+    typer.Option(
+        "--lock-timeout",
+        envvar="SIMINDEX_LOCK_TIMEOUT",
+        help="Seconds to wait for another writer of the index before giving up.",
     ),
 ]
 Threshold = Annotated[
@@ -92,6 +133,7 @@ class InputFormat(StrEnum):
     jsonl = "jsonl"
     csv = "csv"
     tsv = "tsv"
+    parquet = "parquet"
 
 
 class Policy(StrEnum):
@@ -134,6 +176,7 @@ def user_errors(function: F) -> F:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
         try:
             return function(*args, **kwargs)
         except SimindexError as exc:
@@ -147,6 +190,8 @@ def user_errors(function: F) -> F:
 @user_errors
 def init(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float,
         typer.Option(help="Similarity that counts as a duplicate; the banding is tuned for it."),
@@ -168,7 +213,14 @@ def init(
     """Create an index in an empty database."""
     spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
     with Index.create(
-        db, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text
+        db,
+        spec,
+        threshold=threshold,
+        bands=bands,
+        rows=rows,
+        keep_text=keep_text,
+        schema=schema,
+        lock_timeout=lock_timeout,
     ) as index:
         _describe_index(index)
 
@@ -179,10 +231,13 @@ def ingest(
     files: Annotated[
         list[str],
         typer.Argument(
-            help="Input files (JSON lines, CSV, or id<TAB>text; .gz is fine; - is stdin)."
+            help="Input files, directories or globs (JSON lines, CSV, id<TAB>text, Parquet; "
+            ".gz and .zst are fine; - is stdin)."
         ),
     ],
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     fmt: Annotated[
         InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
     ] = InputFormat.auto,
@@ -202,8 +257,9 @@ def ingest(
         ),
     ] = DuplicatePolicy.fail,
     on_empty: Annotated[
-        Policy, typer.Option(help="A document with no text: fail, or skip it.")
-    ] = Policy.fail,
+        Policy,
+        typer.Option(help="A document with no text: skip it (not stored; listed), or fail."),
+    ] = Policy.skip,
     on_error: Annotated[
         Policy,
         typer.Option(
@@ -221,8 +277,11 @@ def ingest(
 ) -> None:
     """Add documents to the index (creating it with default settings if the database has none).
 
-    All files go in one transaction: on an error nothing is added."""
-    index, created = Index.open_or_create(db)
+    All files go in one transaction: on an error nothing is added. A directory or a glob
+    stands for its files, in sorted order."""
+    paths = expand_inputs(files)
+    check_outputs([error_log], paths, db)
+    index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
     with index, _ErrorLog(error_log) as errors:
         if created:
             err.print(f"Created a new index in {index.url}", highlight=False)
@@ -230,33 +289,40 @@ def ingest(
         started = time.perf_counter()
         report = errors.add if on_error is Policy.skip else None
         with _progress("Ingesting") as advance:
-            documents = (
-                d
-                for path in files
-                for d in read_documents(
-                    path, fmt.value, id_field, text_field, encoding, report, max_chars
-                )
+            documents = itertools.chain.from_iterable(
+                read_documents(path, fmt.value, id_field, text_field, encoding, report, max_chars)
+                for path in paths
             )
             result = index.add(
-                documents,
+                errors.saved_after(documents),
                 batch_size=batch_size,
                 on_duplicate=on_duplicate.value,
                 on_empty=on_empty.value,
                 max_chars=max_chars,
                 progress=advance,
             )
+        errors.add_empty(result.skipped_empty)
         seconds = time.perf_counter() - started
         err.print(
-            f"Added {result.added:,} documents in {seconds:.1f} s ({result.added / max(seconds, 1e-9):,.0f} docs/s)"
-            + (f"; replaced {len(result.replaced):,}" if result.replaced else "")
+            f"Added {result.added:,} new documents in {seconds:.1f} s ({result.added / max(seconds, 1e-9):,.0f} docs/s); "
+            f"the index holds {result.total:,}"
+            + (f"; {len(result.replaced):,} replaced an earlier copy" if result.replaced else "")
             + (
                 f"; skipped {len(result.skipped_existing):,} already indexed or repeated"
                 if result.skipped_existing
                 else ""
             )
-            + (f"; skipped {len(result.skipped_empty):,} empty" if result.skipped_empty else ""),
+            + _empty_summary(result.skipped_empty),
             highlight=False,
         )
+
+
+def _empty_summary(ids: list[str], shown: int = 5) -> str:
+    """'; skipped 2 empty (ids 'a', 'b')': the documents with no text after normalization."""
+    if not ids:
+        return ""
+    names = ", ".join(repr(i) for i in ids[:shown]) + (", ..." if len(ids) > shown else "")
+    return f"; skipped {len(ids):,} empty (no text after normalization: {names})"
 
 
 @app.command()
@@ -266,6 +332,7 @@ def query(
         str | None, typer.Argument(help="The text to look up.", show_default=False)
     ] = None,
     db: Db = None,
+    schema: Schema = None,
     file: Annotated[Path | None, typer.Option(help="Read the text from this file.")] = None,
     doc_id: Annotated[
         str | None, typer.Option("--id", help="Look up an indexed document by its id.")
@@ -278,7 +345,7 @@ def query(
     given = [x for x in (text, file, doc_id) if x is not None]
     if len(given) != 1:
         raise ParameterError("give exactly one of: a TEXT argument, --file, or --id")
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         if doc_id is not None:
             matches = index.query_id(doc_id, threshold=threshold, limit=limit)
         else:
@@ -296,6 +363,8 @@ def query(
 @user_errors
 def pairs(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     max_bucket_size: Annotated[
         int, typer.Option(help="Buckets larger than this are linked to one member, not paired out.")
@@ -305,7 +374,7 @@ def pairs(
     ] = 20,
 ) -> None:
     """Find candidate pairs in the database, verify them, and store the similar ones."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.find_pairs(threshold, max_bucket_size=max_bucket_size)
         verdict = "exact Jaccard" if report.exact else "estimated Jaccard (text not kept)"
         err.print(
@@ -341,19 +410,29 @@ CLUSTER_FIELDS = ["external_id", "cluster", "is_representative", "similarity"]
 @user_errors
 def export(
     db: Db = None,
+    schema: Schema = None,
     what: Annotated[
         Exported, typer.Option(help="Pairs (from `pairs`) or clusters (from `clusters`).")
     ] = Exported.pairs,
     threshold: Threshold = None,
     fmt: Annotated[
-        ExportFormat, typer.Option("--format", help="Output format (parquet needs -o and pyarrow).")
-    ] = ExportFormat.csv,
+        ExportFormat | None,
+        typer.Option(
+            "--format",
+            help="Output format; default: the -o file's extension, else csv (parquet needs -o "
+            "and pyarrow).",
+            show_default=False,
+        ),
+    ] = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Output file (default: stdout).")
     ] = None,
 ) -> None:
     """Write the verified pairs, or the clusters, with external ids and similarities."""
-    with Index.open(db) as index:
+    path = str(output) if output else None
+    output_fmt = output_format(path, fmt.value if fmt else None, default="csv")
+    check_outputs([path], db=db)
+    with Index.open(db, schema=schema) as index:
         if what is Exported.pairs:
             rows, fields = index.pairs(threshold), PAIR_FIELDS
         else:
@@ -362,17 +441,32 @@ def export(
             rows, fields = index.clusters(), CLUSTER_FIELDS
         first = next(rows, None)  # a missing step raises here, before any file is created
         records = itertools.chain([first] if first else [], rows)
-        count = write_records(records, fields, fmt.value, str(output) if output else None)
+        clusters = Counter()
+        count = write_records(_counting_clusters(records, clusters), fields, output_fmt, path)
+        exported = (
+            f"{count:,} pairs"
+            if what is Exported.pairs
+            else f"{count:,} member rows of {clusters['clusters']:,} clusters"
+        )
         err.print(
-            f"Exported {count:,} {what.value}" + (f" to {output}" if output else ""),
+            f"Exported {exported} ({output_fmt})" + (f" to {output}" if output else ""),
             highlight=False,
         )
+
+
+def _counting_clusters(rows: Iterable[dict[str, Any]], tally: Counter) -> Iterator[dict[str, Any]]:
+    """The rows, counting in ``tally["clusters"]`` the representatives (one per cluster)."""
+    for row in rows:
+        tally["clusters"] += bool(row.get("is_representative"))
+        yield row
 
 
 @app.command()
 @user_errors
 def clusters(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     rule: Annotated[
         Rule, typer.Option(help="Which document represents (names) a cluster.")
@@ -382,7 +476,7 @@ def clusters(
     ] = 10,
 ) -> None:
     """Group the verified pairs into clusters of duplicates (connected components)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.cluster(threshold, rule=rule.value)
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
@@ -406,7 +500,9 @@ def dedup(
     input_file: Annotated[
         str,
         typer.Argument(
-            metavar="INPUT", help="The file to deduplicate (JSON lines, CSV, id<TAB>text; .gz ok)."
+            metavar="INPUT",
+            help="The file, directory or glob of shards to deduplicate (JSON lines, CSV, "
+            "id<TAB>text, Parquet; .gz and .zst ok; - is stdin).",
         ),
     ],
     output: Annotated[
@@ -432,6 +528,8 @@ def dedup(
             show_default=False,
         ),
     ] = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float, typer.Option(help="Similarity that makes a duplicate.")
     ] = DEFAULT_THRESHOLD,
@@ -445,52 +543,146 @@ def dedup(
     text_field: Annotated[str, typer.Option(help="Field or column holding the text.")] = "text",
     encoding: Annotated[str, typer.Option(help="Text encoding of INPUT.")] = "utf-8",
     on_empty: Annotated[
-        Policy, typer.Option(help="A record with no text: fail, or keep it unindexed.")
+        Policy,
+        typer.Option(help="A record with no text: keep it in OUTPUT unindexed, or fail."),
+    ] = Policy.skip,
+    on_duplicate: Annotated[
+        Policy,
+        typer.Option(
+            help="An id already in --db with another text, or repeated in INPUT: fail, or keep "
+            "the indexed (first) copy and write the id once. The same text is no conflict."
+        ),
     ] = Policy.fail,
+    on_error: Annotated[
+        Policy,
+        typer.Option(help="A malformed record: fail, or leave it out and log it."),
+    ] = Policy.fail,
+    error_log: Annotated[
+        Path,
+        typer.Option(help="With --on-error skip: where skipped records are listed (JSON lines)."),
+    ] = Path("simindex-errors.jsonl"),
 ) -> None:
     """Write INPUT without its near-duplicates: one record kept per cluster."""
-    input_fmt = detect_format(input_file) if fmt is InputFormat.auto else fmt.value
-    output_fmt = (
-        "parquet" if output.endswith(".parquet") else detect_format(output, default=input_fmt)
-    )
+    paths = expand_inputs([input_file])
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
-    with tempfile.TemporaryDirectory() as scratch:
-        url = db or str(Path(scratch) / "dedup.db")
-        index, _ = Index.open_or_create(url, threshold=threshold)
+    logged = [error_log] if on_error is Policy.skip else []
+    check_outputs([output, dropped, *logged], paths, db if db else False)
+    with scratch_directory() as scratch, _ErrorLog(error_log) as errors:
+        paths = [spool_stdin(scratch) if path == "-" else path for path in paths]
+        input_fmt = detect_format(paths[0]) if fmt is InputFormat.auto else fmt.value
+        output_fmt = output_format(output, None, default=input_fmt)
+        report_error = errors.add if on_error is Policy.skip else None
+        index, created = Index.open_or_create(  # the schema is --db's: a scratch file has none
+            db or str(Path(scratch) / "dedup.db"),
+            threshold=threshold,
+            schema=schema if db else None,
+            lock_timeout=lock_timeout,
+        )
         with index:
+            read = functools.partial(
+                read_documents,
+                fmt=fmt.value,
+                id_field=id_field,
+                text_field=text_field,
+                encoding=encoding,
+            )
+            indexed = set() if created else _indexed_alike(index, paths, read)
             with _progress("Indexing") as advance:
-                documents = read_documents(input_file, input_fmt, id_field, text_field, encoding)
-                index.add(documents, on_empty=on_empty.value, progress=advance)
+                documents = (
+                    document
+                    for path in paths
+                    for document in read(path, on_error=report_error)
+                    if document[0] not in indexed
+                )
+                added = index.add(
+                    errors.saved_after(documents),
+                    on_empty=on_empty.value,
+                    on_duplicate=on_duplicate.value,
+                    progress=advance,
+                )
             pairs = index.find_pairs(threshold)
             report = index.cluster(threshold, rule=keep.value)
             drop = {r["external_id"]: r for r in index.clusters() if not r["is_representative"]}
-    records = read_records(input_file, input_fmt, id_field, text_field, encoding)
-    kept_records = (record for _, record in records if record_id(record, id_field) not in drop)
-    fields = _fields(input_file, input_fmt, id_field, text_field, encoding)
-    kept = write_records(kept_records, fields, output_fmt, output, id_field, text_field)
-    report_rows = (
-        {"id": i, "representative": r["cluster"], "similarity": r["similarity"]}
-        for i, r in sorted(drop.items())
+        records = _records_of(paths, fmt.value, id_field, text_field, encoding)
+        kept_records = _kept(records, id_field, drop, once=on_duplicate is Policy.skip)
+        fields = _fields(paths, fmt.value, id_field, text_field, encoding)
+        kept = write_records(kept_records, fields, output_fmt, output, id_field, text_field)
+        report_rows = (
+            {"id": i, "representative": r["cluster"], "similarity": r["similarity"]}
+            for i, r in sorted(drop.items())
+        )
+        write_records(
+            report_rows,
+            ["id", "representative", "similarity"],
+            output_format(dropped, None, default="csv"),
+            dropped,
+        )
+    unsigned = (
+        f" ({len(added.skipped_empty):,} of them empty, kept unindexed)"
+        if added.skipped_empty
+        else ""
     )
-    write_records(
-        report_rows,
-        ["id", "representative", "similarity"],
-        detect_format(dropped, default="csv"),
-        dropped,
+    rerun = (
+        f"; {len(indexed):,} records were indexed before with the same text (an earlier run)"
+        if indexed
+        else ""
     )
     err.print(
-        f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records in "
-        f"{output}, dropped {len(drop):,} (listed in {dropped})",
+        f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records"
+        f"{unsigned} in {output}, dropped {len(drop):,} (listed in {dropped}){rerun}",
         highlight=False,
     )
 
 
-def _fields(path: str, fmt: str, id_field: str, text_field: str, encoding: str) -> list[str]:
+def _indexed_alike(
+    index: Index, paths: list[str], read: Callable[..., Iterator[Any]], batch: int = 10_000
+) -> set[str]:
+    """Ids of the input that the index already holds with the same normalized text: a
+    re-run of a dedup --db interrupted between its transactions, not a conflict."""
+    documents = (d for path in paths for d in read(path, on_error=_ignore))
+    alike: set[str] = set()
+    while chunk := list(itertools.islice(documents, batch)):
+        stored = index.content_hashes(d[0] for d in chunk)
+        alike.update(
+            external_id
+            for external_id, text, *_ in chunk
+            if external_id in stored and stored[external_id] == content_hash(normalize(text))
+        )
+    return alike
+
+
+def _records_of(
+    paths: list[str], fmt: str, id_field: str, text_field: str, encoding: str
+) -> Iterator[dict[str, Any]]:
+    """The records of every input in order, bad ones left out (reported when indexing)."""
+    for path in paths:
+        yield from read_valid_records(path, fmt, id_field, text_field, encoding, _ignore)
+
+
+def _ignore(error: InputError) -> None:
+    """An error already reported (or logged) by an earlier pass over the same input."""
+
+
+def _kept(
+    records: Iterable[dict[str, Any]], id_field: str, drop: dict[str, Any], once: bool
+) -> Iterator[dict[str, Any]]:
+    """The records whose id is not dropped; with ``once``, only the first of an id."""
+    written: set[str] = set()
+    for record in records:
+        external_id = record_id(record, id_field)
+        if external_id in drop or (once and external_id in written):
+            continue
+        if once:
+            written.add(external_id)
+        yield record
+
+
+def _fields(paths: list[str], fmt: str, id_field: str, text_field: str, encoding: str) -> list[str]:
     """Column names of the input's records, in their order: the CSV header, or the keys seen
     in the first thousand records."""
     seen: dict[str, None] = {}
-    records = read_records(path, fmt, id_field, text_field, encoding)
-    for _, record in itertools.islice(records, 1000):
+    records = _records_of(paths, fmt, id_field, text_field, encoding)
+    for record in itertools.islice(records, 1000):
         seen.update(dict.fromkeys(record))
     return list(seen)
 
@@ -503,6 +695,8 @@ def delete(
         typer.Argument(help="External ids of the documents to remove.", show_default=False),
     ] = None,
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     ids_file: Annotated[
         Path | None, typer.Option(help="Also remove the ids listed in this file, one per line.")
     ] = None,
@@ -520,7 +714,7 @@ def delete(
             raise InputError(f"{ids_file}: can't read: {exc.strerror}") from None
     if not wanted:
         raise ParameterError("give the ids to delete, or --ids-file")
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         removed = index.delete(wanted)
     err.print(f"Removed {removed:,} of {len(wanted):,} documents", highlight=False)
 
@@ -529,6 +723,8 @@ def delete(
 @user_errors
 def evict(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     older_than: Annotated[
         datetime | None,
         typer.Option(
@@ -543,7 +739,7 @@ def evict(
     if (older_than is None) == (days is None):
         raise ParameterError("give --older-than or --days (one of them)")
     cutoff = older_than if older_than is not None else datetime.now(UTC) - timedelta(days=days or 0)
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         removed = index.evict(cutoff)
     err.print(
         f"Removed {removed:,} documents ingested before {cutoff.isoformat()}", highlight=False
@@ -554,6 +750,8 @@ def evict(
 @user_errors
 def reband(
     db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     bands: Annotated[
         int | None, typer.Option(help="Bands of the new banding (with --rows).")
     ] = None,
@@ -567,7 +765,7 @@ def reband(
     ] = False,
 ) -> None:
     """Build a new banding from the stored signatures (no text is re-read)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         if threshold is not None:
             if bands is not None or rows is not None:
                 raise ParameterError("give --threshold or --bands and --rows, not both")
@@ -588,10 +786,11 @@ def reband(
 @user_errors
 def stats(
     db: Db = None,
+    schema: Schema = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Documents, bandings, bucket sizes and the largest buckets of the index."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.stats()
     if as_json:
         typer.echo(json.dumps(result, default=str, indent=2))
@@ -612,6 +811,12 @@ def stats(
             "-" if b["pairs_threshold"] is None else str(b["pairs_threshold"]),
         )
     out.print(table)
+    if result["retired_bandings"]:
+        out.print(
+            f"retired bandings {', '.join(map(str, result['retired_bandings']))}: their band "
+            "keys are dropped at the next write (readers held them; docs/reliability.md)",
+            highlight=False,
+        )
     sizes = Table(
         "bucket size", "buckets", title=f"Bucket sizes (banding {result['active_banding']})"
     )
@@ -626,9 +831,9 @@ def stats(
 
 @app.command()
 @user_errors
-def check(db: Db = None) -> None:
+def check(db: Db = None, schema: Schema = None) -> None:
     """Check the index's integrity; exit 1 and list the problems if there are any."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         problems = index.check()
     for problem in problems:
         err.print(f"[bold red]Problem:[/] {escape(problem)}", highlight=False)
@@ -641,13 +846,14 @@ def check(db: Db = None) -> None:
 @user_errors
 def evaluate(
     db: Db = None,
+    schema: Schema = None,
     sample: Sample = DEFAULT_SAMPLE,
     floor: Floor = 0.5,
     seed: Seed = 0,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Measure recall and precision against exact Jaccard on a sample of the documents."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
@@ -659,6 +865,7 @@ def evaluate(
 @user_errors
 def report(
     db: Db = None,
+    schema: Schema = None,
     output: Annotated[
         Path,
         typer.Option(
@@ -671,7 +878,8 @@ def report(
 ) -> None:
     """Draw the evaluation and the index's statistics: one HTML page with figures (PNG, SVG)."""
     require_matplotlib()  # before the evaluation, which may take a while
-    with Index.open(db) as index:
+    check_outputs([output], db=db)
+    with Index.open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
         examples = example_pairs(index, result)
@@ -729,9 +937,10 @@ def tune(
         int, typer.Option(help="With --db: documents sampled for the estimate.")
     ] = 5000,
     seed: Annotated[int, typer.Option(help="With --db: seed of the sample.")] = 0,
+    schema: Schema = None,
 ) -> None:
     """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
-    num_perm = _tune_num_perm(db, num_perm)
+    num_perm = _tune_num_perm(db, schema, num_perm)
     targets = (low, p_low, high, p_high)
     if threshold is not None and any(t is not None for t in targets):
         raise ParameterError("give --threshold, or --low --p-low --high --p-high, not both")
@@ -744,7 +953,7 @@ def tune(
     chosen = result.chosen
     listed = [(b.bands, b.rows) for b in result.feasible[:show]]
     estimates, active = (
-        _candidate_estimates(db, [*listed, (chosen.bands, chosen.rows)], sample, seed)
+        _candidate_estimates(db, schema, [*listed, (chosen.bands, chosen.rows)], sample, seed)
         if db is not None
         else ({}, None)
     )
@@ -811,11 +1020,11 @@ def tune(
         )
 
 
-def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
+def _tune_num_perm(db: str | None, schema: str | None, num_perm: int | None) -> int:
     """The signature length to tune for: the index's with --db, else --num-perm or 128."""
     if db is None:
         return 128 if num_perm is None else num_perm
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         own = index.spec.num_perm
     if num_perm is not None and num_perm != own:
         raise ParameterError(
@@ -826,10 +1035,10 @@ def _tune_num_perm(db: str | None, num_perm: int | None) -> int:
 
 
 def _candidate_estimates(
-    db: str, bandings: list[tuple[int, int]], sample: int, seed: int
+    db: str, schema: str | None, bandings: list[tuple[int, int]], sample: int, seed: int
 ) -> tuple[dict[tuple[int, int], CandidateEstimate], tuple[int, int]]:
     """Candidate-pair estimates for the bandings and the index's active one (also returned)."""
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         banding = next(b for b in index.bandings() if b["is_active"])
         active = (banding["bands"], banding["rows"])
         wanted = list(dict.fromkeys([*bandings, active]))
@@ -846,9 +1055,9 @@ def _estimate_text(estimate: CandidateEstimate) -> str:
 
 @db_app.command()
 @user_errors
-def upgrade(db: Db = None) -> None:
+def upgrade(db: Db = None, schema: Schema = None) -> None:
     """Create or migrate the schema to this simindex's revision."""
-    engine = create_engine(database_url(db))
+    engine = create_engine(database_url(db), schema)
     try:
         before, after = migrate.upgrade(engine)
     finally:
@@ -864,9 +1073,9 @@ def upgrade(db: Db = None) -> None:
 
 @db_app.command()
 @user_errors
-def current(db: Db = None) -> None:
+def current(db: Db = None, schema: Schema = None) -> None:
     """Show the database's schema revision and the one this simindex needs."""
-    engine = create_engine(database_url(db))
+    engine = create_engine(database_url(db), schema)
     try:
         with engine.connect() as connection:
             revision = migrate.current_revision(connection)
@@ -951,31 +1160,59 @@ def _print_matches(matches: list[Match], as_json: bool) -> None:
 
 
 class _ErrorLog:
-    """Skipped records, one JSON line each, in a file created at the first one."""
+    """Skipped records and empty documents, one JSON line each. The file is written
+    atomically (created only if there is something to list, only if the command succeeds),
+    and the bad records are on disk before the documents commit (see saved_after)."""
 
     def __init__(self, path: Path):
-        self.path, self.count, self._stream = path, 0, None
+        self.path, self.count, self.empty = path, 0, 0
+        self._file = ExitStack()
+        self._stream: io.TextIOWrapper | None = None
 
     def add(self, error: InputError) -> None:
-        if self._stream is None:
-            try:
-                self._stream = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
-            except OSError as exc:
-                raise InputError(
-                    f"{self.path}: can't write the error log: {exc.strerror}"
-                ) from None
-        self._stream.write(json.dumps({"error": str(error)}, ensure_ascii=False) + "\n")
+        self._write({"error": str(error)})
         self.count += 1
+
+    def add_empty(self, ids: list[str]) -> None:
+        for external_id in ids:
+            self._write({"id": external_id, "error": "no text after normalization (not stored)"})
+        self.empty += len(ids)
+
+    def _write(self, entry: dict[str, str]) -> None:
+        if self._stream is None:
+            raw = self._file.enter_context(atomic_output(self.path))
+            self._stream = io.TextIOWrapper(raw, encoding="utf-8")
+        with self._failing():
+            self._stream.write(json.dumps(entry, ensure_ascii=False) + "\n")
+
+    def saved_after(self, documents: Iterable[Any]) -> Iterator[Any]:
+        """The documents, then the log flushed to disk: a full disk fails the command
+        before the database commits, never after."""
+        yield from documents
+        if self._stream is not None:
+            with self._failing():
+                self._stream.flush()
+                os.fsync(self._stream.fileno())
+
+    @contextmanager
+    def _failing(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:
+            raise InputError(f"{self.path}: can't write the error log: {exc.strerror}") from None
 
     def __enter__(self) -> _ErrorLog:
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
         if self._stream is not None:
-            self._stream.close()
-            err.print(
-                f"Skipped {self.count:,} bad record(s), listed in {self.path}", highlight=False
-            )
+            if exc_info[0] is None:
+                self._stream.detach()  # flushes; atomic_output names the file
+        self._file.__exit__(*exc_info)
+        if exc_info[0] is None and self.count + self.empty:
+            listed = [f"{self.count:,} bad record(s)"] if self.count else []
+            listed += [f"{self.empty:,} empty document(s)"] if self.empty else []
+            err.print(f"Listed {' and '.join(listed)} in {self.path}", highlight=False)
 
 
 @contextmanager

@@ -5,7 +5,8 @@
         result = index.add(batch, on_duplicate="skip", find_duplicates=0.8)
         for external_id, matches in result.duplicates.items(): ...
 
-Each call is one database transaction: it happens completely or not at all.
+Each call is one database transaction: it happens completely or not at all, and what it
+reads is one snapshot of the index (docs/reliability.md).
 """
 
 from __future__ import annotations
@@ -45,7 +46,14 @@ from simindex.minhash import signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.shingle import ShingleSets, content_hash, normalize, shingle_sets
 from simindex.spec import SignatureSpec
-from simindex.store import BandKeyWriter, Store, create_engine, database_url, display_url
+from simindex.store import (
+    DEFAULT_LOCK_TIMEOUT,
+    BandKeyWriter,
+    Store,
+    create_engine,
+    database_url,
+    display_url,
+)
 from simindex.verify import Profiles, compare
 
 DEFAULT_BATCH_SIZE = 5_000
@@ -80,9 +88,11 @@ class AddResult:
     """What :meth:`Index.add` did. ``added`` counts the documents written, replacements
     included; ``replaced`` lists an external id for each copy a later one replaced (indexed,
     or earlier in the call). ``duplicates`` maps a new document's external id to the
-    documents it duplicates (indexed before, or earlier in the same call), when asked."""
+    documents it duplicates (indexed before, or earlier in the same call), when asked;
+    ``total`` is the number of documents in the index afterwards."""
 
     added: int = 0
+    total: int = 0
     replaced: list[str] = field(default_factory=list)
     skipped_existing: list[str] = field(default_factory=list)
     skipped_empty: list[str] = field(default_factory=list)
@@ -191,12 +201,15 @@ class Index:
         bands: int | None = None,
         rows: int | None = None,
         keep_text: bool = True,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     ) -> Index:
-        """Create an index in an empty database (no URL: ./simindex.db).
+        """Create an index in an empty database (no URL: ./simindex.db), or on PostgreSQL in
+        ``schema`` (created if missing), so that several indexes share one database.
 
         The first banding is (bands, rows) when given, else the tuner's choice for
         ``threshold`` (see banding.tune_threshold). Raises DatabaseError if the database
-        already holds an index.
+        already holds an index. Writers wait for each other up to ``lock_timeout`` seconds.
         """
         spec = spec or SignatureSpec()
         if not 0 < threshold <= 1:
@@ -207,12 +220,12 @@ class Index:
             chosen = lsh.tune_threshold(spec.num_perm, min(threshold, 0.99)).chosen
             bands, rows = chosen.bands, chosen.rows
         lsh.check_banding(bands, rows, spec.num_perm)
-        store = _connect(url)
+        store = _connect(url, schema, lock_timeout)
         with _database_errors(store):
             with store.read() as connection:
                 if store.has_tables(connection):
                     raise DatabaseError(
-                        f"{display_url(str(store.engine.url))} already holds a simindex index; "
+                        f"{store.describe()} already holds a simindex index; "
                         "open it, or choose another database"
                     )
             migrate.upgrade(store.engine)
@@ -231,13 +244,20 @@ class Index:
         return cls(store, settings)
 
     @classmethod
-    def open(cls, url: str | os.PathLike[str] | None = None) -> Index:
-        """Open an existing index; refuses a database whose schema is not this version's."""
-        store = _connect(url)
+    def open(
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ) -> Index:
+        """Open an existing index (on PostgreSQL, the one in ``schema`` if given); refuses a
+        database whose schema is not this version's. See create for ``lock_timeout``."""
+        store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:
             if not store.has_tables(connection):
                 raise DatabaseError(
-                    f"{display_url(str(store.engine.url))} holds no simindex index; "
+                    f"{store.describe()} holds no simindex index; "
                     "create one with `simindex init` (or `simindex ingest`, which creates it)"
                 )
             migrate.check_current(connection)
@@ -250,17 +270,23 @@ class Index:
 
     @classmethod
     def open_or_create(
-        cls, url: str | os.PathLike[str] | None = None, **create_options: Any
+        cls,
+        url: str | os.PathLike[str] | None = None,
+        *,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+        **create_options: Any,
     ) -> tuple[Index, bool]:
         """Open the index at ``url``, creating it (with ``create_options``) if the database
         has none. Returns (index, created)."""
-        store = _connect(url)
+        store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:
             exists = store.has_tables(connection)
         store.engine.dispose()
+        where = {"schema": schema, "lock_timeout": lock_timeout}
         if exists:
-            return cls.open(url), False
-        return cls.create(url, **create_options), True
+            return cls.open(url, **where), False
+        return cls.create(url, **where, **create_options), True
 
     def close(self) -> None:
         self._store.engine.dispose()
@@ -279,7 +305,7 @@ class Index:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         on_duplicate: OnDuplicate = "fail",
-        on_empty: OnEmpty = "fail",
+        on_empty: OnEmpty = "skip",
         find_duplicates: float | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         progress: Callable[[int], None] | None = None,
@@ -290,8 +316,10 @@ class Index:
         repeats within the call is an error (DuplicateIdError) unless ``on_duplicate`` is
         "skip" (the first copy wins) or "replace" (the last copy wins: the indexed document
         is deleted as by :meth:`delete` and the new one added under a new internal id, so the
-        next incremental :meth:`find_pairs` pairs it). A text that normalizes to nothing is an
-        error (EmptyDocumentError) unless ``on_empty`` is "skip". With ``find_duplicates=t``, each
+        next incremental :meth:`find_pairs` pairs it). A text that normalizes to nothing has
+        no signature: it is not stored and its id is listed in ``skipped_empty`` ("skip", the
+        default), or it is an error (EmptyDocumentError) with ``on_empty="fail"``. An int id
+        is stored as its decimal text. With ``find_duplicates=t``, each
         new document is first queried against the index and the earlier documents of the
         call (query-then-insert), and its matches with similarity >= t are returned.
         """
@@ -328,6 +356,7 @@ class Index:
                     progress(len(batch))
             for writer in call.writers.values():
                 writer.finish()
+            call.result.total = self._store.document_count(connection)
         return call.result
 
     def _sign(
@@ -403,6 +432,12 @@ class Index:
         for banding_id, banding_keys in batch.keys.items():
             call.writers[banding_id].write(ids, banding_keys)
         result.added += len(batch)
+
+    def content_hashes(self, external_ids: Iterable[str]) -> dict[str, int]:
+        """The content hash (of the normalized text) of each of ``external_ids`` that is
+        indexed: how a re-run (same text) is told from a conflicting id."""
+        with self._transaction() as connection:
+            return self._store.content_hashes(connection, list(external_ids))
 
     def _drop_duplicate_ids(
         self,
@@ -832,7 +867,12 @@ class Index:
         chunk_size: int = 20_000,
     ) -> int:
         """Build a banding (bands x rows) from the stored signatures, in one transaction;
-        readers keep using the active banding until it commits. Returns its id."""
+        readers keep using the active banding until it commits. Returns its id.
+
+        ``drop_old`` removes the other bandings in that transaction; on PostgreSQL their
+        band keys (partitions) are dropped right after it, each attempt bounded so that
+        readers wait at most store.DROP_LOCK_TIMEOUT_MS; when readers hold them through
+        every attempt, they stay retired (unused, listed by stats) until a later write."""
         lsh.check_banding(bands, rows, self.spec.num_perm)
         with self._transaction(write=True) as connection:
             old = self._store.bandings(connection)
@@ -861,6 +901,9 @@ class Index:
                 for banding in old:
                     if activate or not banding["is_active"]:
                         self._store.drop_banding(connection, banding["id"])
+        if drop_old:
+            with _database_errors(self._store):
+                self._store.drop_retired_bandings()
         return banding_id
 
     def _stored_keys(
@@ -907,6 +950,7 @@ class Index:
                 "documents": self._store.document_count(connection),
                 "exact_duplicate_groups": self._store.exact_duplicate_groups(connection),
                 "bandings": self._store.bandings(connection),
+                "retired_bandings": self._store.retired_bandings(connection),
                 "active_banding": active["id"],
                 "pairs": self._store.pair_count(connection, active["id"]),
                 "bucket_sizes": self._store.bucket_sizes(connection, active["id"]),
@@ -1071,8 +1115,8 @@ def _matches(
     return sorted(matches, key=lambda m: (-m.similarity, m.external_id))
 
 
-def _connect(url: str | os.PathLike[str] | None) -> Store:
-    return Store(create_engine(database_url(url)))
+def _connect(url: str | os.PathLike[str] | None, schema: str | None, lock_timeout: float) -> Store:
+    return Store(create_engine(database_url(url), schema), schema, lock_timeout)
 
 
 def _check_threshold(threshold: float) -> float:
@@ -1084,6 +1128,7 @@ def _check_threshold(threshold: float) -> float:
 def _unpack_documents(
     batch: Sequence[Document], max_chars: int
 ) -> tuple[list[str], list[str], list[dict | None]]:
+    """Validated ids (an int id becomes its decimal text), texts and metadata of a batch."""
     external_ids, texts, metadata = [], [], []
     for document in batch:
         if not isinstance(document, tuple | list) or len(document) not in (2, 3):
@@ -1091,10 +1136,13 @@ def _unpack_documents(
                 f"a document must be (external_id, text[, metadata]), got {document!r:.80}"
             )
         external_id, text = document[0], document[1]
-        problem = document_problem(external_id, text, max_chars)
+        if isinstance(external_id, int) and not isinstance(external_id, bool):
+            external_id = str(external_id)
+        extra = document[2] if len(document) == 3 else None
+        problem = document_problem(external_id, text, max_chars, extra)
         if problem:
             raise InputError(problem)
         external_ids.append(external_id)
         texts.append(text)
-        metadata.append(document[2] if len(document) == 3 else None)
+        metadata.append(extra)
     return external_ids, texts, metadata

@@ -1,26 +1,40 @@
-"""Input files to (external_id, text, metadata) documents: JSON lines, CSV, id<TAB>text.
+"""Input files to (external_id, text, metadata) documents: JSON lines, CSV, id<TAB>text,
+Parquet.
 
-gzip is detected by its magic bytes. Every problem is an InputError that names the file
-and line, so the CLI can say exactly where an input went wrong.
+gzip and zstd are detected by their magic bytes, Parquet on standard input too. A directory
+or a glob stands for its files in sorted order (:func:`expand_inputs`). Every problem is an
+InputError that names the file and line (or Parquet row), so the CLI can say exactly where
+an input went wrong. :func:`document_problem` is the one validation of a document, run
+before any database sees it, so both backends accept and refuse the same records.
 """
 
 from __future__ import annotations
 
 import codecs
 import csv
+import glob
 import gzip
 import io
 import json
+import math
+import shutil
 import sys
-from collections.abc import Callable, Iterator
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal
 
 from simindex.errors import InputError
 
-Format = Literal["auto", "jsonl", "csv", "tsv"]
+Format = Literal["auto", "jsonl", "csv", "tsv", "parquet"]
 _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
-                   ".tsv": "tsv", ".txt": "tsv"}  # fmt: skip
+                   ".tsv": "tsv", ".txt": "tsv", ".parquet": "parquet"}  # fmt: skip
+_COMPRESSED = (".gz", ".zst")
+_GZIP_MAGIC, _ZSTD_MAGIC, _PARQUET_MAGIC = b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"PAR1"
+# PostgreSQL's B-tree entries hold at most ~2,700 bytes; external_id is indexed on both backends.
+MAX_ID_BYTES = 2_000
+# Rows of a Parquet file read at a time (a row group may be larger).
+_PARQUET_BATCH = 10_000
 
 Document = tuple[str, str, dict[str, Any] | None]
 
@@ -30,15 +44,59 @@ DEFAULT_MAX_CHARS = 10_000_000
 
 
 def detect_format(path: str, default: str | None = None) -> str:
-    """The format a file name says (.jsonl, .csv, .tsv ...; .gz is looked through)."""
-    suffixes = [s for s in Path(path).suffixes if s != ".gz"]
-    fmt = _SUFFIX_FORMATS.get(suffixes[-1].lower()) if suffixes else None
-    fmt = fmt or default
+    """The format a file name says (.jsonl, .csv, .tsv, .parquet ...; .gz and .zst are
+    looked through)."""
+    fmt = format_of_name(path) or default
     if fmt is None:
         raise InputError(
-            f"{path}: can't tell the format from the name; pass --format jsonl|csv|tsv"
+            f"{path}: can't tell the format from the name; pass --format jsonl|csv|tsv|parquet"
         )
     return fmt
+
+
+def spool_stdin(directory: str) -> str:
+    """Save standard input to a file in ``directory`` (for a command that reads its input
+    twice), named for its format: .parquet when it starts like Parquet, else .jsonl."""
+    path = Path(directory) / "stdin"
+    with open(path, "wb") as spool:
+        shutil.copyfileobj(sys.stdin.buffer, spool)
+    with open(path, "rb") as spooled:
+        suffix = ".parquet" if spooled.read(4) == _PARQUET_MAGIC else ".jsonl"
+    return str(path.rename(path.with_suffix(suffix)))
+
+
+def format_of_name(path: str) -> str | None:
+    """The format a file name says, or None."""
+    suffixes = [s for s in Path(path).suffixes if s not in _COMPRESSED]
+    return _SUFFIX_FORMATS.get(suffixes[-1].lower()) if suffixes else None
+
+
+def expand_inputs(paths: Iterable[str]) -> list[str]:
+    """The files the user named: a directory stands for its files whose format the name
+    tells (sorted), a glob (``crawl/*.parquet``) for its matches (sorted); "-" is stdin."""
+    files: list[str] = []
+    for path in paths:
+        if path == "-" or Path(path).is_file():
+            files.append(path)
+        elif Path(path).is_dir():
+            shards = sorted(
+                str(p)
+                for p in Path(path).iterdir()
+                if p.is_file() and not p.name.startswith(".") and format_of_name(p.name)
+            )
+            if not shards:
+                raise InputError(
+                    f"{path}: the directory holds no .jsonl, .csv, .tsv or .parquet file"
+                )
+            files.extend(shards)
+        elif any(c in path for c in "*?["):
+            matches = sorted(p for p in glob.glob(path) if Path(p).is_file())
+            if not matches:
+                raise InputError(f"{path}: matches no file")
+            files.extend(matches)
+        else:
+            files.append(path)  # opening it says what is wrong
+    return files
 
 
 def read_documents(
@@ -50,28 +108,63 @@ def read_documents(
     on_error: Callable[[InputError], None] | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
 ) -> Iterator[Document]:
-    """Documents of a file ("-" is standard input, read as JSON lines unless fmt says):
-    (external_id, text, the record's other fields or None).
+    """Documents of a file ("-" is standard input, read as JSON lines unless fmt says or it
+    is Parquet): (external_id, text, the record's other fields or None).
 
-    A bad record (malformed line, missing field, unusable id or text) raises InputError
-    naming file and line, or, with ``on_error``, is handed to it and skipped. A file that
-    can't be opened or decoded always raises.
+    A bad record (malformed line, missing field, unusable id, text or metadata) raises
+    InputError naming file and line, or, with ``on_error``, is handed to it and skipped. A
+    file that can't be opened or decoded always raises.
     """
+    for _, document in _checked(path, fmt, id_field, text_field, encoding, on_error, max_chars):
+        yield document
+
+
+def read_valid_records(
+    path: str,
+    fmt: Format = "auto",
+    id_field: str = "id",
+    text_field: str = "text",
+    encoding: str = "utf-8",
+    on_error: Callable[[InputError], None] | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> Iterator[dict[str, Any]]:
+    """The records of a file that make a document, as read (bad ones as in read_documents)."""
+    for record, _ in _checked(path, fmt, id_field, text_field, encoding, on_error, max_chars):
+        yield record
+
+
+def _checked(
+    path: str,
+    fmt: Format,
+    id_field: str,
+    text_field: str,
+    encoding: str,
+    on_error: Callable[[InputError], None] | None,
+    max_chars: int,
+) -> Iterator[tuple[dict[str, Any], Document]]:
     for number, record in read_records(path, fmt, id_field, text_field, encoding, on_error):
         try:
-            yield _document(path, number, record, id_field, text_field, max_chars)
+            document = _document(path, number, record, id_field, text_field, max_chars)
         except InputError as error:
             if on_error is None:
                 raise
             on_error(error)
+            continue
+        yield record, document
 
 
 def document_problem(
-    external_id: object, text: object, max_chars: int = DEFAULT_MAX_CHARS
+    external_id: object, text: object, max_chars: int = DEFAULT_MAX_CHARS, metadata: object = None
 ) -> str | None:
-    """Why (external_id, text) can't be indexed, or None if it can."""
+    """Why (external_id, text, metadata) can't be indexed, or None if it can: the same
+    answer on SQLite and PostgreSQL (ids are strings; an int id is passed as its text)."""
     if not isinstance(external_id, str) or not external_id:
-        return f"a document id must be a non-empty string, got {external_id!r:.80}"
+        return f"a document id must be a non-empty string or an integer, got {external_id!r:.80}"
+    if len(external_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
+        return (
+            f"document id {external_id!r:.60}... is longer than {MAX_ID_BYTES:,} bytes (UTF-8), "
+            "the longest id simindex stores; shorten it (e.g. a hash of it)"
+        )
     if not isinstance(text, str):
         return f"the text of document {external_id!r} must be a string, got {type(text).__name__}"
     if len(text) > max_chars:
@@ -92,6 +185,43 @@ def document_problem(
             f"the text of document {external_id!r} holds a lone surrogate (e.g. a bad \\ud800 "
             "escape in JSON), which is not Unicode text"
         )
+    problem = _metadata_problem(metadata)
+    if problem:
+        return f"the metadata of document {external_id!r} holds {problem}; remove it from the input"
+    return None
+
+
+def _metadata_problem(metadata: object) -> str | None:
+    """What in the metadata JSON (and PostgreSQL's JSONB) can't hold, or None. The common
+    case costs one json.dumps in C; only a suspect value is searched for the culprit."""
+    if metadata is None:
+        return None
+    try:
+        encoded = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
+        encoded.encode("utf-8")
+    except TypeError as exc:
+        return f"a value JSON can't hold ({exc})"
+    except (ValueError, RecursionError):  # NaN or Infinity; a lone surrogate; too deep
+        return _value_problem(metadata) or "a value nested too deeply"
+    return _value_problem(metadata) if "\\u0000" in encoded else None
+
+
+def _value_problem(value: object) -> str | None:
+    """What in a metadata value JSON (PostgreSQL's JSONB) can't hold, or None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} (not a JSON number)"
+    if isinstance(value, str):
+        if "\x00" in value:
+            return "a NUL character (U+0000)"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a lone surrogate (not Unicode text)"
+        return None
+    if isinstance(value, dict):
+        return next(filter(None, (_value_problem(v) for item in value.items() for v in item)), None)
+    if isinstance(value, list | tuple):
+        return next(filter(None, map(_value_problem, value)), None)
     return None
 
 
@@ -103,18 +233,20 @@ def read_records(
     encoding: str = "utf-8",
     on_error: Callable[[InputError], None] | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(line number, record) of a file; an id<TAB>text line is {id_field: .., text_field: ..}.
-    A malformed line raises InputError, or with ``on_error`` is handed to it and skipped."""
+    """(line or row number, record) of a file; an id<TAB>text line is {id_field: ..,
+    text_field: ..}. A malformed line raises InputError, or with ``on_error`` is handed to
+    it and skipped. A damaged or undecodable file always raises InputError."""
     report = on_error or _raise
-    if fmt == "auto":
-        fmt = "jsonl" if path == "-" else detect_format(path)  # type: ignore[assignment]
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise InputError(f"unknown encoding {encoding!r}") from None
+    encoding = _text_encoding(encoding)
     with _open(path) as raw:
-        lines = io.TextIOWrapper(raw, encoding=encoding, newline="")
+        if fmt == "auto":
+            fmt = "parquet" if path == "-" and raw.peek(4)[:4] == _PARQUET_MAGIC else None
+            fmt = fmt or ("jsonl" if path == "-" else detect_format(path))  # type: ignore[assignment]
         try:
+            if fmt == "parquet":
+                yield from _parquet(path, raw)
+                return
+            lines = io.TextIOWrapper(raw, encoding=encoding, newline="")
             if fmt == "jsonl":
                 yield from _jsonl(path, lines, report)
             elif fmt == "csv":
@@ -126,9 +258,37 @@ def read_records(
                 f"{path}: is not valid {encoding} ({exc.reason} at byte {exc.start} of a block); "
                 "pass --encoding (e.g. --encoding latin-1) to read it"
             ) from None
+        except UnicodeError as exc:  # e.g. utf-16 without a byte-order mark
+            raise InputError(
+                f"{path}: can't be read as {encoding} ({exc}); pass --encoding with the file's "
+                "encoding (e.g. utf-16-le or utf-16-be when it has no byte-order mark)"
+            ) from None
+        except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+            raise InputError(
+                f"{path}: is a damaged or truncated gzip file ({exc}); re-create or re-download it"
+            ) from None
+        except _ZstdError as exc:
+            raise InputError(
+                f"{path}: is a damaged or truncated zstd file ({exc}); re-create or re-download it"
+            ) from None
 
 
-def _open(path: str):
+def _text_encoding(encoding: str) -> str:
+    """The codec for --encoding; utf-8 reads past a byte-order mark (spreadsheets write one)."""
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        info = None
+    if info is None or not getattr(info, "_is_text_encoding", True):
+        raise InputError(
+            f"unknown text encoding {encoding!r}; pass --encoding with e.g. utf-8, latin-1, "
+            "cp1252 or utf-16"
+        )
+    return "utf-8-sig" if info.name == "utf-8" else encoding
+
+
+def _open(path: str) -> io.BufferedIOBase:
+    """The file's bytes, decompressed when they start with gzip's or zstd's magic bytes."""
     if path == "-":
         stream = sys.stdin.buffer
     else:
@@ -136,8 +296,90 @@ def _open(path: str):
             stream = open(path, "rb")  # noqa: SIM115 (closed by the caller's with)
         except OSError as exc:
             raise InputError(f"{path}: can't open: {exc.strerror}") from None
-    peek = stream.peek(2)[:2] if hasattr(stream, "peek") else b""
-    return gzip.GzipFile(fileobj=stream) if peek == b"\x1f\x8b" else stream
+    if not hasattr(stream, "peek"):
+        stream = io.BufferedReader(stream)
+    magic = stream.peek(4)[:4]
+    if magic[:2] == _GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=stream)  # type: ignore[return-value]
+    if magic == _ZSTD_MAGIC:
+        return io.BufferedReader(_Zstd(stream))
+    return stream
+
+
+class _ZstdError(Exception):
+    """A damaged or truncated zstd stream."""
+
+
+class _Zstd(io.RawIOBase):
+    """The decompressed bytes of zstd frames one after another (as ``zstd`` writes them);
+    unlike zstandard's stream_reader, a stream that ends inside a frame is an error."""
+
+    def __init__(self, stream: io.BufferedIOBase):
+        import zstandard
+
+        self._stream, self._new = stream, zstandard.ZstdDecompressor().decompressobj
+        self._errors = zstandard.ZstdError
+        self._frame, self._pending = self._new(), b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        while not self._pending:
+            chunk = self._stream.read(1 << 16)
+            if not chunk:
+                if not self._frame.eof:  # the stream began with a frame (the magic bytes)
+                    raise _ZstdError("the stream ends inside a frame")
+                return 0
+            try:
+                self._pending = self._decompress(chunk)
+            except self._errors as exc:
+                raise _ZstdError(str(exc)) from None
+        size = min(len(buffer), len(self._pending))
+        buffer[:size] = self._pending[:size]
+        self._pending = self._pending[size:]
+        return size
+
+    def _decompress(self, chunk: bytes) -> bytes:
+        out = []
+        while chunk:
+            if self._frame.eof:
+                self._frame = self._new()
+            out.append(self._frame.decompress(chunk))
+            chunk = self._frame.unused_data if self._frame.eof else b""
+        return b"".join(out)
+
+
+def _parquet(path: str, raw: io.BufferedIOBase) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Rows of a Parquet file, a batch at a time (standard input is read whole: Parquet
+    keeps its index at the end)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise InputError("Parquet input needs pyarrow: pip install 'simindex[parquet]'") from None
+    source = io.BytesIO(raw.read()) if path == "-" else raw
+    try:
+        batches = pq.ParquetFile(source).iter_batches(batch_size=_PARQUET_BATCH)
+        number = 0
+        for batch in batches:
+            for record in batch.to_pylist():
+                number += 1
+                yield number, {k: _jsonable(v) for k, v in record.items()}
+    except OSError as exc:  # pyarrow.ArrowInvalid and friends are OSError subclasses
+        raise InputError(f"{path}: is not a readable Parquet file ({exc})") from None
+
+
+def _jsonable(value: Any) -> Any:
+    """A Parquet value as metadata can store it: dates, times, decimals and bytes as text."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
 def _raise(error: InputError) -> None:
@@ -152,6 +394,9 @@ def _jsonl(path: str, lines, report) -> Iterator[tuple[int, dict[str, Any]]]:
             record = json.loads(line)
         except json.JSONDecodeError as exc:
             report(InputError(f"{path}:{number}: not valid JSON ({exc.msg})"))
+            continue
+        except RecursionError:
+            report(InputError(f"{path}:{number}: JSON nested too deeply to read"))
             continue
         if not isinstance(record, dict):
             report(
@@ -204,8 +449,8 @@ def _document(
                 "choose the fields with --id-field / --text-field"
             )
     external_id, text = record_id(record, id_field), record[text_field]
-    problem = document_problem(external_id, text, max_chars)
+    metadata = {k: v for k, v in record.items() if k not in (id_field, text_field)} or None
+    problem = document_problem(external_id, text, max_chars, metadata)
     if problem:
         raise InputError(f"{path}:{number}: {problem}")
-    metadata = {k: v for k, v in record.items() if k not in (id_field, text_field)}
-    return external_id, text, metadata or None
+    return external_id, text, metadata

@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
+import re
+import sqlite3
+import time
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from contextvars import ContextVar
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import make_url
 
-from simindex.errors import DatabaseError
+from simindex.errors import DatabaseError, ParameterError
 from simindex.minhash import SIGNATURE_DTYPE
 from simindex.schema import (
     band_keys,
@@ -37,6 +44,20 @@ DEFAULT_URL = "sqlite:///simindex.db"
 MAX_PARAMS = 30_000
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
+# Seconds a writer waits for another writer (its lock) before it gives up.
+DEFAULT_LOCK_TIMEOUT = 30.0
+# Dropping a retired banding's partition makes new queries queue behind it: each attempt
+# gives up after this long, and so many attempts are made, this far apart.
+DROP_LOCK_TIMEOUT_MS = 200
+DROP_ATTEMPTS = 5
+DROP_PAUSE = 0.5
+# A schema name simindex accepts: lower-case letters, digits and _, as PostgreSQL folds
+# unquoted names, so the name in SQL and in --schema are the same.
+SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+# What PostgreSQL's pg_stat_activity shows for simindex's connections (the CLI sets the
+# command's name), so a waiting writer can say who holds the lock.
+application_name: ContextVar[str] = ContextVar("application_name", default="simindex")
+log = logging.getLogger("simindex")
 
 
 def database_url(url: str | os.PathLike[str] | None) -> str:
@@ -61,7 +82,7 @@ def display_url(url: str) -> str:
         return "<unparseable database URL>"
 
 
-def create_engine(url: str) -> Engine:
+def create_engine(url: str, schema: str | None = None) -> Engine:
     try:
         engine = sa.create_engine(url)
     except (sa.exc.ArgumentError, sa.exc.NoSuchModuleError) as exc:
@@ -72,7 +93,44 @@ def create_engine(url: str) -> Engine:
         raise DatabaseError(
             f"simindex supports SQLite and PostgreSQL, not {engine.dialect.name} ({display_url(url)})"
         )
+    _configure_connections(engine, schema)
     return engine
+
+
+def _configure_connections(engine: Engine, schema: str | None) -> None:
+    """On PostgreSQL, name each connection for pg_stat_activity and, with ``schema``, keep
+    the index in that schema: it is the connection's whole search_path, so every unqualified
+    table, view, sequence and partition simindex makes or reads is that schema's (several
+    indexes share a database, and the warehouse's own tables are never seen). The schema is
+    created with the index (migrations/env.py reads it from the connection's info)."""
+    if schema is not None and engine.dialect.name != "postgresql":
+        raise ParameterError(
+            f"--schema {schema} is for PostgreSQL; on SQLite an index is a file of its own: "
+            "give another file with --db instead"
+        )
+    if schema is not None and not SCHEMA_NAME.fullmatch(schema):
+        raise ParameterError(
+            f"schema name {schema!r} must be lower-case letters, digits and _ (at most 63, "
+            "not starting with a digit), e.g. --schema news"
+        )
+    if engine.dialect.name != "postgresql":
+        return
+
+    @event.listens_for(engine, "do_connect")
+    def _name(_dialect, _record, _cargs, cparams):
+        if "application_name" not in cparams and "PGAPPNAME" not in os.environ:
+            cparams["application_name"] = application_name.get()
+
+    if schema is None:
+        return
+
+    @event.listens_for(engine, "connect", insert=True)  # before SQLAlchemy's first queries
+    def _search_path(dbapi_connection, record):
+        record.info["simindex_schema"] = schema
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True  # a SET in a transaction ends with it
+        dbapi_connection.execute(f'SET search_path TO "{schema}"')
+        dbapi_connection.autocommit = autocommit
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -96,27 +154,143 @@ def _configure_sqlite(engine: Engine) -> None:
 class Store:
     """The SQL of one index database. Methods take the Connection of an open transaction."""
 
-    def __init__(self, engine: Engine):
+    def __init__(
+        self,
+        engine: Engine,
+        schema: str | None = None,
+        lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    ):
+        if not 0 <= lock_timeout < 10**6:
+            raise ParameterError(
+                f"lock timeout must be a number of seconds in [0, 1e6), got {lock_timeout}"
+            )
         self.engine = engine
         self.dialect = engine.dialect.name
+        self.schema = schema
+        self.lock_timeout = lock_timeout
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
-        with self.engine.connect() as connection, connection.begin():
-            yield connection
+        """A read transaction: one snapshot for the whole call. On PostgreSQL it is
+        REPEATABLE READ (the active banding and its band keys come from the same moment)
+        and holds ACCESS SHARE on band_keys, so the partition of a banding a re-band just
+        retired is not dropped under it (a dropped table is gone for every snapshot).
+        SQLite's read transactions are snapshots already (WAL)."""
+        with self.engine.connect() as connection:
+            if self.dialect == "sqlite":
+                with connection.begin():
+                    yield connection
+                return
+            connection = connection.execution_options(isolation_level="REPEATABLE READ")
+            with connection.begin():
+                try:  # before the first query, which takes the snapshot
+                    with connection.begin_nested():
+                        connection.exec_driver_sql("LOCK TABLE band_keys IN ACCESS SHARE MODE")
+                except sa.exc.ProgrammingError as exc:
+                    if not isinstance(exc.orig, psycopg.errors.UndefinedTable):
+                        raise
+                    # no index here yet: nothing to protect
+                yield connection
 
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A transaction that may write. Writers take turns, readers never wait: on SQLite
         through BEGIN IMMEDIATE, on PostgreSQL through a transaction-level advisory lock
         (so two ingests of overlapping ids can't both pass the duplicate check, and pairs
-        found while documents arrive stay consistent)."""
+        found while documents arrive stay consistent). A writer that has to wait says for
+        whom (logged), and gives up after ``lock_timeout`` seconds with a DatabaseError.
+        Afterwards, PostgreSQL partitions of retired bandings are dropped if they can be
+        at once (see drop_retired_bandings)."""
         with self.engine.connect() as connection:
             connection = connection.execution_options(simindex_write=True)
-            with connection.begin():
+            with self._begin_write(connection):
                 if self.dialect == "postgresql":
-                    connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({WRITER_LOCK})")
+                    self._take_writer_lock(connection)
                 yield connection
+        self.drop_retired_bandings(attempts=1)
+
+    def _begin_write(self, connection: Connection) -> sa.RootTransaction:
+        if self.dialect == "postgresql":
+            return connection.begin()
+        self._wait_for_sqlite_writer(connection)
+        try:
+            return connection.begin()
+        except sa.exc.OperationalError as exc:
+            if "database is locked" in str(exc.orig):
+                raise self._lock_timeout_error("another writer") from None
+            raise
+
+    def _writer_lock_key(self) -> str:
+        """The advisory lock's two keys, as SQL: one lock per index (schema), so the
+        indexes of one database don't wait for each other."""
+        return f"{WRITER_LOCK}, {zlib.crc32((self.schema or '').encode()) & 0x7FFFFFFF}"
+
+    def _try_writer_lock(self, connection: Connection) -> bool:
+        """Take the writer lock for the transaction if it is free."""
+        lock = self._writer_lock_key()
+        return connection.exec_driver_sql(f"SELECT pg_try_advisory_xact_lock({lock})").scalar_one()
+
+    def _take_writer_lock(self, connection: Connection) -> None:
+        if self._try_writer_lock(connection):
+            return
+        lock = self._writer_lock_key()
+        holder = connection.exec_driver_sql(
+            "SELECT a.pid, a.application_name, now() - a.xact_start FROM pg_locks l "
+            "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+            f"AND l.granted AND l.objsubid = 2 AND (l.classid, l.objid) = ({lock})"
+        ).first()
+        who = "another writer"
+        if holder is not None:
+            pid, name, running = holder
+            who = f"{name or 'a client'} (pid {pid}, in its transaction for {_seconds(running)})"
+        if not self.lock_timeout:
+            raise self._lock_timeout_error(who)
+        log.warning(
+            "Waiting up to %s for the index's writer lock, held by %s",
+            _seconds(self.lock_timeout),
+            who,
+        )
+        milliseconds = max(1, round(self.lock_timeout * 1000))  # 0 would mean no limit
+        connection.exec_driver_sql(f"SET LOCAL lock_timeout = {milliseconds}")
+        try:
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({lock})")
+        except sa.exc.OperationalError as exc:
+            if isinstance(exc.orig, psycopg.errors.LockNotAvailable):
+                raise self._lock_timeout_error(who) from None
+            raise
+        connection.exec_driver_sql("RESET lock_timeout")
+
+    def _wait_for_sqlite_writer(self, connection: Connection) -> None:
+        """Say so if another writer holds the database, and wait for it up to lock_timeout:
+        SQLite's busy_timeout bounds BEGIN IMMEDIATE, whose failure _lock_timeout_error
+        explains."""
+        dbapi = connection.connection.dbapi_connection
+        dbapi.execute("PRAGMA busy_timeout = 0")
+        try:
+            dbapi.execute("BEGIN IMMEDIATE")
+            dbapi.execute("ROLLBACK")
+        except sqlite3.OperationalError as exc:
+            if "database is locked" not in str(exc):
+                raise  # e.g. a read-only file: _database_errors says so
+            if not self.lock_timeout:
+                raise self._lock_timeout_error("another writer") from None
+            log.warning(
+                "Waiting up to %s for another writer of the database to finish",
+                _seconds(self.lock_timeout),
+            )
+        dbapi.execute(f"PRAGMA busy_timeout = {int(self.lock_timeout * 1000)}")
+
+    def _lock_timeout_error(self, who: str) -> DatabaseError:
+        return DatabaseError(
+            f"gave up after waiting {_seconds(self.lock_timeout)} for {who}, which is writing "
+            f"to the index in {self.describe()}; try again when it is done, or wait longer "
+            "with --lock-timeout SECONDS (SIMINDEX_LOCK_TIMEOUT)"
+        )
+
+    def describe(self) -> str:
+        """The database (password hidden) and the schema, for messages."""
+        url = display_url(str(self.engine.url))
+        return url if self.schema is None else f"{url} (schema {self.schema})"
 
     # -- settings --------------------------------------------------------------------------
 
@@ -134,11 +308,21 @@ class Store:
 
     def document_ids(self, connection: Connection, external_ids: Sequence[str]) -> dict[str, int]:
         """external id -> document id, for those of ``external_ids`` that are indexed."""
+        return self._by_external_id(connection, external_ids, "id")
+
+    def content_hashes(self, connection: Connection, external_ids: Sequence[str]) -> dict[str, int]:
+        """external id -> content hash, for those of ``external_ids`` that are indexed."""
+        return self._by_external_id(connection, external_ids, "content_hash")
+
+    def _by_external_id(
+        self, connection: Connection, external_ids: Sequence[str], column: str
+    ) -> dict[str, int]:
         among, params = self._among(list(external_ids), "TEXT")
         found = connection.execute(
-            sa.text(f"SELECT external_id, id FROM documents WHERE external_id {among}"), params
+            sa.text(f"SELECT external_id, {column} FROM documents WHERE external_id {among}"),
+            params,
         )
-        return {external_id: int(i) for external_id, i in found}
+        return {external_id: int(value) for external_id, value in found}
 
     def allocate_document_ids(self, connection: Connection, count: int) -> np.ndarray:
         """``count`` new document ids (int64). Safe against concurrent writers: PostgreSQL
@@ -328,12 +512,56 @@ class Store:
         )
 
     def drop_banding(self, connection: Connection, banding_id: int) -> None:
-        if self.dialect == "postgresql":
-            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {_partition(banding_id)}")
-        else:
+        """Remove a banding with its pairs and clusters. Its band keys go too on SQLite; on
+        PostgreSQL its partition stays, retired (no banding row: nothing uses it), until
+        drop_retired_bandings drops it after this transaction: a DROP takes ACCESS
+        EXCLUSIVE on band_keys, which would hold up every reader until the commit."""
+        if self.dialect == "sqlite":
             connection.execute(band_keys.delete().where(band_keys.c.banding_id == banding_id))
         connection.execute(pairs.delete().where(pairs.c.banding_id == banding_id))
         connection.execute(bandings.delete().where(bandings.c.id == banding_id))
+
+    def retired_bandings(self, connection: Connection) -> list[int]:
+        """Ids of the bandings whose band keys (a PostgreSQL partition) wait to be dropped."""
+        if self.dialect != "postgresql":
+            return []
+        rows = connection.exec_driver_sql(
+            "SELECT substr(c.relname, length('band_keys_') + 1)::int AS banding_id "
+            "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = to_regclass('band_keys') "
+            "AND NOT EXISTS (SELECT FROM bandings b WHERE c.relname = 'band_keys_' || b.id) "
+            "ORDER BY 1"
+        )
+        return [int(i) for (i,) in rows]
+
+    def drop_retired_bandings(self, attempts: int | None = None) -> list[int]:
+        """Drop the partitions of retired bandings (PostgreSQL), each attempt in a short
+        transaction that gives up after DROP_LOCK_TIMEOUT_MS: a reader that holds band_keys
+        (an analyst's open transaction) would otherwise make the DROP, and every query
+        behind it, wait without limit. Skipped while another writer works (it drops them
+        when it ends). Returns the ids still retired. ``attempts``: DROP_ATTEMPTS if None."""
+        retired: list[int] = []
+        if self.dialect != "postgresql":
+            return retired  # SQLite deletes a banding's keys with it
+        for attempt in range(DROP_ATTEMPTS if attempts is None else attempts):
+            if attempt:
+                time.sleep(DROP_PAUSE)
+            try:
+                with self.engine.connect() as connection, connection.begin():
+                    if not self._try_writer_lock(connection):
+                        return self.retired_bandings(connection)
+                    retired = self.retired_bandings(connection)
+                    if not retired:
+                        return []
+                    connection.exec_driver_sql(f"SET LOCAL lock_timeout = {DROP_LOCK_TIMEOUT_MS}")
+                    connection.exec_driver_sql(
+                        f"DROP TABLE {', '.join(_partition(i) for i in retired)}"
+                    )
+                    return []
+            except sa.exc.OperationalError as exc:
+                if not isinstance(exc.orig, psycopg.errors.LockNotAvailable):
+                    raise
+        return retired
 
     def band_key_writer(
         self, connection: Connection, banding_id: int, *, bulk: bool
@@ -953,6 +1181,12 @@ def _copy_text_value(value: str | None) -> str:
     return (
         value.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
     )
+
+
+def _seconds(value: float | timedelta) -> str:
+    """A duration (seconds or a timedelta) for messages: '2.5 s'."""
+    seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    return f"{seconds:.3g} s"
 
 
 def _chunks(items: list, size: int) -> Iterator[list]:

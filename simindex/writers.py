@@ -1,24 +1,42 @@
 """Records out: CSV, JSON lines, id<TAB>text or Parquet, to a file or standard output.
 
-Parquet needs pyarrow (``pip install simindex[parquet]``); it is written in row groups, so
-memory stays bounded by the group size.
+The format follows the file name (:func:`output_format`). Files are written atomically
+(simindex.outputs): a failed or killed write leaves no partial file. Parquet needs pyarrow
+(``pip install simindex[parquet]``); it is written in row groups, so memory stays bounded by
+the group size.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import io
 import json
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from itertools import islice
-from typing import IO, Any
+from typing import IO, Any, BinaryIO
 
 from simindex.errors import InputError, SimindexError
+from simindex.outputs import atomic_output
+from simindex.readers import format_of_name
 
 FORMATS = ("csv", "jsonl", "tsv", "parquet")
 _PARQUET_ROWS = 50_000
+
+
+def output_format(path: str | None, fmt: str | None, default: str) -> str:
+    """The format to write: the file name's (.csv, .jsonl, .parquet ...; .gz looked through),
+    unless ``fmt`` is given; a name that says another format than ``fmt`` is an error.
+    ``default`` when neither says (standard output, or an unknown extension)."""
+    named = format_of_name(path) if path else None
+    if fmt and named and fmt != named:
+        raise InputError(
+            f"{path}: the name says {named} but --format says {fmt}; rename the file or drop "
+            "--format"
+        )
+    return fmt or named or default
 
 
 def write_records(
@@ -30,8 +48,8 @@ def write_records(
     text_field: str = "text",
 ) -> int:
     """Write records (dicts; ``fields`` gives the CSV/Parquet columns) and return how many.
-    No path: standard output (not for Parquet). A path ending in .gz is gzipped (text
-    formats). tsv writes ``record[id_field]<TAB>record[text_field]``."""
+    No path: standard output (not for Parquet). A path ending in .gz or .zst is
+    compressed (text formats). tsv writes ``record[id_field]<TAB>record[text_field]``."""
     if fmt not in FORMATS:
         raise InputError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if fmt == "parquet":
@@ -59,13 +77,24 @@ def _text_output(path: str | None) -> Iterator[IO[str]]:
     if path is None:
         yield sys.stdout
         return
-    try:
-        opener = gzip.open if path.endswith(".gz") else open
-        stream = opener(path, "wt", newline="", encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: can't write: {exc.strerror}") from None
-    with stream:
+    with atomic_output(path) as raw:
+        binary = _compressed(raw, path)
+        stream = io.TextIOWrapper(binary, encoding="utf-8", newline="")
         yield stream
+        stream.detach()  # flushes; the file itself is closed by atomic_output
+        if binary is not raw:
+            binary.close()  # ends the compressed stream (raw stays open)
+
+
+def _compressed(raw: BinaryIO, path: str) -> BinaryIO:
+    """``raw`` behind gzip or zstd compression when the name ends in .gz or .zst."""
+    if path.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="wb")  # type: ignore[return-value]
+    if path.endswith(".zst"):
+        import zstandard
+
+        return zstandard.ZstdCompressor().stream_writer(raw, closefd=False)
+    return raw
 
 
 def _write_parquet(records: Iterator[dict[str, Any]], fields: list[str], path: str) -> int:
@@ -77,19 +106,20 @@ def _write_parquet(records: Iterator[dict[str, Any]], fields: list[str], path: s
             "Parquet output needs pyarrow: pip install 'simindex[parquet]'"
         ) from None
     count, writer = 0, None
-    try:
-        while chunk := list(islice(records, _PARQUET_ROWS)):
-            columns = {f: [_plain(r.get(f)) for r in chunk] for f in fields}
-            table = pa.table(columns)
-            if writer is None:
-                writer = pq.ParquetWriter(path, table.schema)
-            writer.write_table(table.cast(writer.schema))
-            count += len(chunk)
-        if writer is None:  # no records: still a valid, empty file
-            pq.write_table(pa.table({f: pa.array([], pa.string()) for f in fields}), path)
-    finally:
-        if writer is not None:
-            writer.close()
+    with atomic_output(path) as stream:
+        try:
+            while chunk := list(islice(records, _PARQUET_ROWS)):
+                columns = {f: [_plain(r.get(f)) for r in chunk] for f in fields}
+                table = pa.table(columns)
+                if writer is None:
+                    writer = pq.ParquetWriter(stream, table.schema)
+                writer.write_table(table.cast(writer.schema))
+                count += len(chunk)
+            if writer is None:  # no records: still a valid, empty file
+                pq.write_table(pa.table({f: pa.array([], pa.string()) for f in fields}), stream)
+        finally:
+            if writer is not None:
+                writer.close()
     return count
 
 

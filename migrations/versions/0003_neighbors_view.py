@@ -64,12 +64,15 @@ END
 $$;
 """
 
-# (band, key) of one signature, as simindex.banding.band_keys computes them; ROWS tells the
-# planner to expect few rows (a bad guess there turns the look-ups into a scan).
+# (band, key) of one signature, as simindex.banding.band_keys computes them (4 is
+# hashing.TAG_BAND_KEY). ROWS tells the planner to expect few rows (a bad guess there turns
+# the look-ups into a scan); the search_path of the index's schema (--schema) finds
+# simindex_mix64 whatever the caller's search_path.
 BAND_KEYS = """
 CREATE FUNCTION simindex_band_keys(minhashes bytea, bands integer, rows integer)
 RETURNS TABLE (band integer, key bigint)
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE ROWS 20 AS $$
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE ROWS 20
+SET search_path FROM CURRENT AS $$
 DECLARE
   h bigint;
   v bigint;

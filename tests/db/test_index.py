@@ -105,12 +105,12 @@ def test_duplicate_ids_fail_or_skip_and_leave_nothing_half_written(db_url, news)
         assert index.stats()["documents"] == 20
 
 
-def test_empty_documents_fail_or_skip(db_url):
+def test_empty_documents_are_skipped_and_listed_or_fail(db_url):
     with Index.create(db_url) as index:
         with pytest.raises(EmptyDocumentError, match="'blank' has no text"):
-            index.add([("ok", "a fine text"), ("blank", " \t\n")])
-        result = index.add([("ok", "a fine text"), ("blank", " \t\n")], on_empty="skip")
-        assert result.added == 1 and result.skipped_empty == ["blank"]
+            index.add([("ok", "a fine text"), ("blank", " \t\n")], on_empty="fail")
+        result = index.add([("ok", "a fine text"), ("blank", " \t\n")])
+        assert result.added == 1 and result.skipped_empty == ["blank"] and result.total == 1
 
 
 def test_pairs_are_refused_when_stale_or_found_at_a_higher_threshold(db_url, news):

@@ -14,6 +14,7 @@ import sqlalchemy as sa
 
 from simindex import Index
 from simindex.errors import DatabaseError, InputError
+from simindex.readers import MAX_ID_BYTES
 from simindex.store import database_url
 
 
@@ -131,7 +132,7 @@ def test_tricky_ids_and_texts_are_stored_as_given(db_url):
     docs = [
         ("'; DROP TABLE documents; --", "robert'); DROP TABLE students; -- the first text"),
         ('"quoted" id', "SELECT * FROM pairs WHERE 1 = 1 OR 'a' = 'a'"),
-        ("x" * 10_000, "y " * 5_000),
+        ("x" * MAX_ID_BYTES, "y " * 5_000),
         ("ünïcødé ✓ 🎉", "emoji text 🎉🎉 and ümlauts here"),
         ("tab\tand\\N", "a\tb\\c\nd\r\ne \\N \\. end\\"),  # COPY's special characters
     ]

@@ -78,6 +78,6 @@ def test_cli_ingest_on_duplicate_replace(db_url, tmp_path, news):
         app, ["ingest", str(correction), "--db", db_url, "--on-duplicate", "replace"]
     )
     assert result.exit_code == 0, result.output
-    assert "replaced 1" in result.stderr
+    assert "the index holds 1; 1 replaced an earlier copy" in result.stderr
     with Index.open(db_url) as index:
         assert [m.external_id for m in index.query(news[1][1])] == ["a"]

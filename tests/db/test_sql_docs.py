@@ -148,7 +148,7 @@ def test_neighbors_and_candidates_match_query_id_on_reuters(db_url, reuters):
 
 @pytest.mark.postgres
 def test_simindex_band_keys_computes_the_keys_simindex_stores(pg_url):
-    Index.create(pg_url).close()
+    Index.create(pg_url, schema="news").close()  # called from outside the index's schema
     rng = np.random.default_rng(7)
     sigs = rng.integers(0, 2**32, size=(20, 128), dtype=np.uint64).astype(np.uint32)
     sigs[0] = 2**32 - 1  # every bit set: the 64-bit arithmetic must wrap, not overflow
@@ -158,7 +158,7 @@ def test_simindex_band_keys_computes_the_keys_simindex_stores(pg_url):
             expected = band_keys(sigs, bands, rows)
             for sig, keys in zip(sigs, expected, strict=True):
                 found = connection.execute(
-                    sa.text("SELECT band, key FROM simindex_band_keys(:s, :b, :r)"),
+                    sa.text("SELECT band, key FROM news.simindex_band_keys(:s, :b, :r)"),
                     {"s": pack(sig), "b": bands, "r": rows},
                 ).all()
                 assert found == list(enumerate(keys.tolist()))

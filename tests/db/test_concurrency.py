@@ -1,0 +1,153 @@
+"""Readers during `reband --drop-old`, and writers that wait for each other (docs/reliability.md,
+"Concurrent writers" and "Readers during re-band")."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from benchmarks.bench_reband_readers import PointQueries
+from simindex import Index
+from simindex import store as store_module
+from simindex.cli import app
+from simindex.errors import DatabaseError, ParameterError
+from simindex.store import DROP_LOCK_TIMEOUT_MS
+
+runner = CliRunner()
+# A point query's own time is a few milliseconds; a reader held up by a DROP waits at most
+# DROP_LOCK_TIMEOUT_MS. Twice that, plus room for two busy cores, bounds every query here.
+LONGEST_QUERY = 2 * DROP_LOCK_TIMEOUT_MS / 1000 + 0.5
+
+
+def test_point_queries_during_rebands_always_see_one_banding_and_never_wait_long(
+    pg_url, news, monkeypatch
+):
+    monkeypatch.setattr(store_module, "DROP_ATTEMPTS", 2)  # each waits as long; fewer: faster
+    with Index.create(pg_url, threshold=0.8, bands=16, rows=8) as index:
+        index.add(news)
+        index.find_pairs()
+        best = next(iter(index.pairs()))
+    target, copy = best["id_a"], best["id_b"]
+
+    analyst = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
+    with PointQueries(pg_url, target, copy) as queries, Index.open(pg_url) as writer:
+        for bands, rows in [(32, 4), (16, 8)] * 3:
+            writer.reband(bands, rows, drop_old=True)
+        # An analyst's open transaction that has read the band keys: the old partition
+        # can't be dropped while it lasts, and queries must not queue behind the DROP.
+        with analyst.connect() as connection, connection.begin():
+            connection.exec_driver_sql("SELECT count(*) FROM bucket_sizes").scalar_one()
+            kept = writer.reband(32, 4, drop_old=True)
+            retired = writer.stats()["retired_bandings"]
+            assert len(retired) == 1 and retired[0] != kept
+            shown = runner.invoke(app, ["stats", "--db", pg_url]).stdout
+            assert f"retired bandings {retired[0]}: their band keys are dropped" in shown
+            assert [b["id"] for b in writer.bandings()] == [kept]
+        writer.delete(["not-indexed"])  # a later write drops it
+        assert writer.stats()["retired_bandings"] == []
+        assert writer.check() == []
+    analyst.dispose()
+    latencies, misses = queries.latencies, queries.misses
+    longest = max(latencies)
+    print(f"\nlongest point query during re-bands: {longest * 1000:.0f} ms of {len(latencies)}")
+    assert not misses, f"{len(misses)} of {len(latencies)} queries missed {copy}"
+    assert len(latencies) > 20
+    assert longest < LONGEST_QUERY
+
+
+def test_a_reader_keeps_its_snapshot_and_band_keys_through_a_reband_drop_old(
+    pg_url, news, monkeypatch
+):
+    """The race of a point query: the active banding read, then a re-band commits and drops
+    it, then its band keys read. The reader holds band_keys, so the old partition is only
+    retired, and it reads the banding it started with, whole."""
+    monkeypatch.setattr(store_module, "DROP_ATTEMPTS", 1)
+    with Index.create(pg_url, bands=16, rows=8) as index:
+        index.add(news)
+        store = index._store
+        with store.read() as connection:
+            (old,) = [b["id"] for b in store.bandings(connection) if b["is_active"]]
+            new = index.reband(32, 4, drop_old=True)
+            assert [b["id"] for b in store.bandings(connection)] == [old]
+            sizes = store.bucket_sizes(connection, old)
+        assert sum(size * count for size, count in sizes) == len(news) * 16
+        assert index.stats()["retired_bandings"] == [old]
+        assert [b["id"] for b in index.bandings()] == [new]
+        index.delete([])  # a later write drops it
+        assert index.stats()["retired_bandings"] == []
+
+
+def test_a_waiting_writer_says_who_holds_the_lock_and_gives_up_after_lock_timeout(pg_url):
+    """`producer | simindex ingest -` holds the writer lock while it waits on stdin; a
+    `delete` meanwhile names it (its pg_stat_activity application_name) and gives up."""
+    Index.create(pg_url).close()
+    record = json.dumps({"id": "a", "text": "the quick brown fox jumps over the lazy dog"})
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "simindex", "ingest", "-", "--format", "jsonl", "--db", pg_url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        producer.stdin.write(record + "\n")
+        producer.stdin.flush()  # ...and the producer keeps stdin open: ingest holds the lock
+        deadline = time.monotonic() + 60
+        while True:
+            started = time.perf_counter()
+            result = runner.invoke(app, ["delete", "b", "--db", pg_url, "--lock-timeout", "0.5"])
+            waited = time.perf_counter() - started
+            if result.exit_code != 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert result.exit_code == 1, result.output
+        assert 0.5 <= waited < 5
+        assert "Waiting up to 0.5 s for the index's writer lock, held by simindex ingest (pid" in (
+            result.stderr
+        )
+        error = result.stderr.strip().splitlines()[-1]
+        assert error.startswith("Error: gave up after waiting 0.5 s for simindex ingest (pid ")
+        assert "--lock-timeout" in error
+        assert "Traceback" not in result.output
+    finally:
+        _, stderr = producer.communicate(timeout=60)  # closes stdin: the ingest ends
+    assert producer.returncode == 0, stderr
+    with Index.open(pg_url) as index:
+        assert index.stats()["documents"] == 1
+
+
+def test_a_writer_waits_at_most_lock_timeout_for_another(db_url, caplog):
+    with Index.create(db_url) as holder:
+        entered, release = threading.Event(), threading.Event()
+
+        def documents():
+            yield ("a", "the quick brown fox jumps over the lazy dog")
+            entered.set()  # the add's transaction is open, its lock held
+            release.wait(30)
+
+        thread = threading.Thread(target=lambda: holder.add(documents(), batch_size=1))
+        thread.start()
+        try:
+            assert entered.wait(30)
+            for seconds in (0.5, 0):  # 0: don't wait (PostgreSQL's lock_timeout 0 is no limit)
+                with Index.open(db_url, lock_timeout=seconds) as other:
+                    started = time.perf_counter()
+                    with pytest.raises(DatabaseError, match=f"gave up after waiting {seconds} s"):
+                        other.delete(["a"])
+                    assert seconds <= time.perf_counter() - started < seconds + 2
+            assert "Waiting up to 0.5 s for " in caplog.text
+            assert "Waiting up to 0 s" not in caplog.text
+        finally:
+            release.set()
+            thread.join()
+    with Index.open(db_url) as index:
+        assert index.stats()["documents"] == 1
+    with pytest.raises(ParameterError, match="lock timeout must be"):
+        Index.open(db_url, lock_timeout=-1)
