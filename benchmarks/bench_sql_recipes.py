@@ -17,10 +17,12 @@ import argparse
 import re
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
 
+from simindex import Index
 from simindex.store import database_url
 
 SQL_GUIDE = Path(__file__).resolve().parents[1] / "docs" / "sql.md"
@@ -46,17 +48,27 @@ def main() -> None:
         for name, (recipe,) in named.items():
             statement = sa.text(recipe.replace("'n001'", ":x"))
             for external_id in args.ids:
-                seconds = []
-                for _ in range(RUNS):
-                    started = time.perf_counter()
-                    rows = connection.execute(statement, {"x": external_id}).all()
-                    seconds.append(time.perf_counter() - started)
-                runs = " ".join(f"{s * 1000:.1f}" for s in seconds)
-                print(
-                    f"{name:24} id={external_id:8} rows={len(rows):3} "
-                    f"median {statistics.median(seconds) * 1000:8.1f} ms  (runs: {runs})"
+                _time(
+                    name, external_id, lambda x, s=statement: connection.execute(s, {"x": x}).all()
                 )
     engine.dispose()
+    with Index.open(args.db) as index:  # the same question through the library, for scale
+        for external_id in args.ids:
+            _time("Index.query_id", external_id, lambda x: index.query_id(x, threshold=0))
+
+
+def _time(name: str, external_id: str, ask: Callable[[str], list]) -> None:
+    """Print the median and every one of RUNS answers to ``ask(external_id)``."""
+    seconds = []
+    for _ in range(RUNS):
+        started = time.perf_counter()
+        rows = ask(external_id)
+        seconds.append(time.perf_counter() - started)
+    runs = " ".join(f"{s * 1000:.1f}" for s in seconds)
+    print(
+        f"{name:24} id={external_id:8} rows={len(rows):3} "
+        f"median {statistics.median(seconds) * 1000:8.1f} ms  (runs: {runs})"
+    )
 
 
 if __name__ == "__main__":
