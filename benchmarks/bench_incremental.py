@@ -60,14 +60,14 @@ def run(url: str, path: Path, base: int, new: int) -> dict:
         report, pairs_incremental = timed(index.find_pairs)
         assert report.incremental
         incremental = (
-            {(p["id_a"], p["id_b"]) for p in index.pairs()},
-            {(c["external_id"], c["cluster"]) for c in index.clusters()},
+            {(p.id_a, p.id_b) for p in index.pairs()},
+            {(c.external_id, c.cluster) for c in index.clusters()},
         )
         _, pairs_rebuilt = timed(index.find_pairs, full=True)
         _, clusters_rebuilt = timed(index.cluster)
         rebuilt = (
-            {(p["id_a"], p["id_b"]) for p in index.pairs()},
-            {(c["external_id"], c["cluster"]) for c in index.clusters()},
+            {(p.id_a, p.id_b) for p in index.pairs()},
+            {(c.external_id, c.cluster) for c in index.clusters()},
         )
     return {
         "ingest base (s)": ingest_base,

@@ -331,7 +331,7 @@ def step_export(url: str, out: str) -> dict:
     rows = []
     with Index.open(url) as index:
         for pair in index.pairs(THRESHOLD):
-            rows.append((pair["id_a"], pair["id_b"], pair["similarity"]))
+            rows.append((pair.id_a, pair.id_b, pair.similarity))
     seconds = time.perf_counter() - started
     save_pairs(out, [int(r[0]) for r in rows], [int(r[1]) for r in rows])
     return {"pairs": len(rows), "seconds": seconds}

@@ -17,12 +17,14 @@ import argparse
 import re
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
 import sqlalchemy as sa
 
 from simindex import Index
+from simindex.errors import LowRecallWarning
 from simindex.store import database_url
 
 SQL_GUIDE = Path(__file__).resolve().parents[1] / "docs" / "sql.md"
@@ -52,6 +54,7 @@ def main() -> None:
                     name, external_id, lambda x, s=statement: connection.execute(s, {"x": x}).all()
                 )
     engine.dispose()
+    warnings.simplefilter("ignore", LowRecallWarning)  # threshold 0: every candidate, on purpose
     with Index.open(args.db) as index:  # the same question through the library, for scale
         for external_id in args.ids:
             _time("Index.query_id", external_id, lambda x: index.query_id(x, threshold=0))

@@ -1,24 +1,69 @@
-"""simindex: a persistent near-duplicate index (MinHash LSH in PostgreSQL or SQLite)."""
+"""simindex: a persistent near-duplicate index (MinHash LSH in PostgreSQL or SQLite).
 
-from simindex.banding import (
-    approx_threshold,
-    band_keys,
-    candidate_probability,
-    similarity_at,
-    tune,
-    tune_threshold,
-)
-from simindex.errors import SimindexError
-from simindex.index import AddResult, Index, Match, PairsReport
-from simindex.minhash import estimate_jaccard, signatures
-from simindex.shingle import normalize, shingle_sets
-from simindex.spec import SignatureSpec
+The public names load on first use (PEP 562), so importing a light submodule (the CLI for
+``--help``) does not load numba, NumPy or SQLAlchemy.
+"""
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simindex.banding import (
+        approx_threshold,
+        band_keys,
+        candidate_probability,
+        similarity_at,
+        tune,
+        tune_threshold,
+    )
+    from simindex.errors import LowRecallWarning, SimindexError
+    from simindex.index import (
+        AddResult,
+        ClusterMember,
+        Index,
+        Match,
+        Pair,
+        PairsReport,
+        Removal,
+        StoredDocument,
+    )
+    from simindex.minhash import estimate_jaccard, signatures
+    from simindex.shingle import normalize, shingle_sets
+    from simindex.spec import SignatureSpec
+
+_MODULES = {
+    "AddResult": "index",
+    "ClusterMember": "index",
+    "Index": "index",
+    "LowRecallWarning": "errors",
+    "Match": "index",
+    "Pair": "index",
+    "PairsReport": "index",
+    "Removal": "index",
+    "StoredDocument": "index",
+    "SignatureSpec": "spec",
+    "SimindexError": "errors",
+    "approx_threshold": "banding",
+    "band_keys": "banding",
+    "candidate_probability": "banding",
+    "estimate_jaccard": "minhash",
+    "normalize": "shingle",
+    "shingle_sets": "shingle",
+    "signatures": "minhash",
+    "similarity_at": "banding",
+    "tune": "banding",
+    "tune_threshold": "banding",
+}
 __all__ = [
     "AddResult",
+    "ClusterMember",
     "Index",
+    "LowRecallWarning",
     "Match",
+    "Pair",
     "PairsReport",
+    "Removal",
+    "StoredDocument",
     "SignatureSpec",
     "SimindexError",
     "approx_threshold",
@@ -32,3 +77,9 @@ __all__ = [
     "tune",
     "tune_threshold",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULES:
+        raise AttributeError(f"module 'simindex' has no attribute {name!r}")
+    return getattr(import_module(f"simindex.{_MODULES[name]}"), name)

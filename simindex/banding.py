@@ -19,13 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from simindex.defaults import DEFAULT_RECALL
 from simindex.errors import ParameterError
 from simindex.hashing import MASK63, TAG_BAND_KEY, mix64, sequence_start
-
-# A single --threshold t means: a pair at similarity t is missed with probability at most
-# 1 - DEFAULT_RECALL, and among the bandings that achieve it, the one that makes the fewest
-# candidates at t / 2 is chosen. See docs/tuning.md.
-DEFAULT_RECALL = 0.9995
 
 
 def check_banding(bands: int, rows: int, num_perm: int) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-DEFAULT_MAX_BUCKET_SIZE = 500
+from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
 
 
 @dataclass(frozen=True)

@@ -7,33 +7,41 @@ code 1; any other exception is a bug and keeps its traceback.
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import functools
 import io
 import itertools
 import json
 import logging
+import math
 import os
+import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from simindex import banding as lsh
-from simindex import migrate
-from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE
-from simindex.errors import InputError, ParameterError, SimindexError
-from simindex.evaluate import CandidateEstimate, Evaluation
-from simindex.index import DEFAULT_BATCH_SIZE, DEFAULT_SAMPLE, DEFAULT_THRESHOLD, Index, Match
+from simindex.defaults import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_MAX_BUCKET_SIZE,
+    DEFAULT_RECALL,
+    DEFAULT_SAMPLE,
+    DEFAULT_THRESHOLD,
+    application_name,
+)
+from simindex.errors import InputError, LowRecallWarning, ParameterError, SimindexError
 from simindex.outputs import atomic_output, check_outputs, scratch_directory
 from simindex.readers import (
     DEFAULT_MAX_CHARS,
@@ -44,37 +52,48 @@ from simindex.readers import (
     record_id,
     spool_stdin,
 )
-from simindex.report import example_pairs, require_matplotlib, write_report
-from simindex.shingle import content_hash, normalize
-from simindex.spec import SignatureSpec
-from simindex.store import (
-    DEFAULT_LOCK_TIMEOUT,
-    application_name,
-    create_engine,
-    database_url,
-    display_url,
-)
 from simindex.writers import output_format, write_records
+
+# numba, NumPy, SQLAlchemy and psycopg load inside the commands that need them, so --help
+# and --version start fast (see benchmarks/bench_startup.py).
+if TYPE_CHECKING:
+    from simindex.evaluate import CandidateEstimate, Evaluation
+    from simindex.index import Index, Match, Removal
 
 app = typer.Typer(
     help="A persistent near-duplicate index: MinHash LSH in SQLite or PostgreSQL.",
     no_args_is_help=True,
     add_completion=False,
+    # Plain help: Typer's rich help labels every flag (--json, --help) "<bool>" as if it took
+    # a value.
+    rich_markup_mode=None,
 )
 db_app = typer.Typer(
-    help="The database schema: upgrade it, show its revision.", no_args_is_help=True
+    help="The database schema: upgrade it, show its revision.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
 )
 app.add_typer(db_app, name="db")
 
-out = Console(soft_wrap=True)
-err = Console(stderr=True, soft_wrap=True)
+# Markup off: ids, paths and texts are the user's data, never rich markup (an id "[/]" or
+# "[link=...]" prints as itself); styles are given explicitly where wanted.
+out = Console(soft_wrap=True, markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)
+
+
+def shown(text: object) -> str:
+    """User data (an id, a path, a text) as it may reach a terminal: control characters
+    (escape sequences, newlines, zero-width marks) written as Python escapes."""
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in str(text)
+    )
 
 
 class _ToStderr(logging.Handler):
     """The library's notices (e.g. a writer waiting for another) on stderr, like progress."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        err.print(escape(record.getMessage()), highlight=False)
+        err.print(shown(record.getMessage()))
 
 
 logging.getLogger("simindex").addHandler(_ToStderr())
@@ -171,6 +190,29 @@ class Shingle(StrEnum):
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _open(db: str | None, **options: Any) -> Index:
+    """Index.open(db, **options); the library (numba, SQLAlchemy) loads here, on first use."""
+    from simindex.index import Index
+
+    _compile_once()
+    return Index.open(db, **options)
+
+
+def _compile_once() -> None:
+    """On the first run after install or upgrade, compile the kernels, and say so."""
+    from simindex.kernels import compile_kernels, kernels_cached
+
+    if kernels_cached():
+        return
+    err.print(
+        "Compiling simindex's numba kernels, once after install or upgrade (about 30 s on "
+        "2 cores; later runs load them from numba's cache) ..."
+    )
+    started = time.perf_counter()
+    compile_kernels()
+    err.print(f"Compiled in {time.perf_counter() - started:.0f} s")
+
+
 def user_errors(function: F) -> F:
     """Print a SimindexError as one line and exit 1, without a traceback."""
 
@@ -178,12 +220,28 @@ def user_errors(function: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
         try:
-            return function(*args, **kwargs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("always", LowRecallWarning)  # every time, one line each
+                warnings.showwarning = _show_warning
+                return function(*args, **kwargs)
         except SimindexError as exc:
-            err.print(f"[bold red]Error:[/] {escape(str(exc))}", highlight=False)
+            err.print(Text.assemble(("Error:", "bold red"), " ", shown(exc)))
             raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+_default_showwarning = warnings.showwarning
+
+
+def _show_warning(
+    message: Warning | str, category: type[Warning], *args: Any, **kwargs: Any
+) -> None:
+    """A library warning about the user's data or parameters is one ``Warning:`` line."""
+    if issubclass(category, LowRecallWarning):
+        err.print(Text.assemble(("Warning:", "bold yellow"), " ", shown(message)))
+    else:
+        _default_showwarning(message, category, *args, **kwargs)
 
 
 @app.command()
@@ -211,6 +269,9 @@ def init(
     ] = True,
 ) -> None:
     """Create an index in an empty database."""
+    from simindex.index import Index
+    from simindex.spec import SignatureSpec
+
     spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
     with Index.create(
         db,
@@ -279,12 +340,15 @@ def ingest(
 
     All files go in one transaction: on an error nothing is added. A directory or a glob
     stands for its files, in sorted order."""
+    from simindex.index import Index
+
     paths = expand_inputs(files)
     check_outputs([error_log], paths, db)
+    _compile_once()
     index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
     with index, _ErrorLog(error_log) as errors:
         if created:
-            err.print(f"Created a new index in {index.url}", highlight=False)
+            err.print(f"Created a new index in {shown(index.url)}")
             _describe_index(index)
         started = time.perf_counter()
         report = errors.add if on_error is Policy.skip else None
@@ -313,7 +377,6 @@ def ingest(
                 else ""
             )
             + _empty_summary(result.skipped_empty),
-            highlight=False,
         )
 
 
@@ -323,6 +386,20 @@ def _empty_summary(ids: list[str], shown: int = 5) -> str:
         return ""
     names = ", ".join(repr(i) for i in ids[:shown]) + (", ..." if len(ids) > shown else "")
     return f"; skipped {len(ids):,} empty (no text after normalization: {names})"
+
+
+Show = Annotated[
+    bool,
+    typer.Option(
+        "--show", help="Add each document's title (metadata 'title', else the start of its text)."
+    ),
+]
+Yes = Annotated[
+    bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (for scripts).")
+]
+DryRun = Annotated[
+    bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
+]
 
 
 @app.command()
@@ -339,13 +416,14 @@ def query(
     ] = None,
     threshold: Threshold = None,
     limit: Annotated[int, typer.Option(help="At most this many matches.")] = 20,
+    show: Show = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines instead of a table.")] = False,
 ) -> None:
     """Find indexed documents similar to a text, a file, or an indexed document."""
     given = [x for x in (text, file, doc_id) if x is not None]
     if len(given) != 1:
         raise ParameterError("give exactly one of: a TEXT argument, --file, or --id")
-    with Index.open(db, schema=schema) as index:
+    with _open(db, schema=schema) as index:
         if doc_id is not None:
             matches = index.query_id(doc_id, threshold=threshold, limit=limit)
         else:
@@ -355,8 +433,9 @@ def query(
                 except (OSError, UnicodeDecodeError) as exc:
                     raise InputError(f"{file}: can't read as UTF-8 text: {exc}") from None
             matches = index.query(text or "", threshold=threshold, limit=limit)
-        _print_matches(matches, as_json)
-        err.print(f"{len(matches)} match(es)", highlight=False)
+        titles = _titles(index, [m.external_id for m in matches]) if show else None
+        _print_matches(matches, as_json, titles)
+        err.print(f"{len(matches)} match(es)")
 
 
 @app.command()
@@ -366,38 +445,53 @@ def pairs(
     schema: Schema = None,
     lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="Rebuild all pairs, not only those of documents added since the last run.",
+        ),
+    ] = False,
     max_bucket_size: Annotated[
         int, typer.Option(help="Buckets larger than this are linked to one member, not paired out.")
     ] = DEFAULT_MAX_BUCKET_SIZE,
-    show: Annotated[
+    top: Annotated[
         int, typer.Option(help="Print this many of the most similar pairs (0: none).")
     ] = 20,
+    show: Show = False,
 ) -> None:
     """Find candidate pairs in the database, verify them, and store the similar ones."""
-    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
-        report = index.find_pairs(threshold, max_bucket_size=max_bucket_size)
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
+        report = index.find_pairs(threshold, full=full, max_bucket_size=max_bucket_size)
         verdict = "exact Jaccard" if report.exact else "estimated Jaccard (text not kept)"
+        how = (
+            f"incremental: {report.new_documents:,} new documents"
+            if report.incremental
+            else "full rebuild"
+        )
         err.print(
-            f"{report.candidates:,} candidate pairs -> {report.pairs:,} pairs with {verdict} >= "
-            f"{report.threshold} in {report.seconds:.2f} s",
-            highlight=False,
+            f"{report.candidates:,} candidate pairs -> {report.pairs:,} new pairs ({how}); "
+            f"{report.stored:,} pairs stored at {verdict} >= {report.threshold:g}, banding "
+            f"{report.banding_id} ({report.bands} x {report.rows}, expected recall "
+            f"{report.expected_recall:.2%}); {report.seconds:.2f} s"
         )
         if report.hot_buckets:
             err.print(
                 f"{report.hot_buckets} bucket(s) had more than {max_bucket_size} members (largest "
-                f"{report.largest_bucket}); their members were linked to one representative",
-                highlight=False,
+                f"{report.largest_bucket}); their members were linked to one representative"
             )
-        if show:
-            table = Table("id_a", "id_b", "similarity", "estimate")
-            for i, pair in enumerate(index.pairs(report.threshold)):
-                if i == show:
-                    break
+        if top:
+            found = list(itertools.islice(index.pairs(report.threshold), top))
+            titles = _titles(index, [i for p in found for i in (p.id_a, p.id_b)]) if show else None
+            columns = ["id_a", "id_b", "similarity", "estimate"]
+            table = Table(*columns, *(["title_a", "title_b"] if titles is not None else []))
+            for pair in found:
                 table.add_row(
-                    pair["id_a"],
-                    pair["id_b"],
-                    f"{pair['similarity']:.3f}",
-                    f"{pair['estimated_jaccard']:.3f}",
+                    shown(pair.id_a),
+                    shown(pair.id_b),
+                    f"{pair.similarity:.3f}",
+                    f"{pair.estimated_jaccard:.3f}",
+                    *([titles[pair.id_a], titles[pair.id_b]] if titles is not None else []),
                 )
             out.print(table)
 
@@ -432,7 +526,7 @@ def export(
     path = str(output) if output else None
     output_fmt = output_format(path, fmt.value if fmt else None, default="csv")
     check_outputs([path], db=db)
-    with Index.open(db, schema=schema) as index:
+    with _open(db, schema=schema) as index:
         if what is Exported.pairs:
             rows, fields = index.pairs(threshold), PAIR_FIELDS
         else:
@@ -440,7 +534,7 @@ def export(
                 raise ParameterError("clusters are exported as built; --threshold is for pairs")
             rows, fields = index.clusters(), CLUSTER_FIELDS
         first = next(rows, None)  # a missing step raises here, before any file is created
-        records = itertools.chain([first] if first else [], rows)
+        records = _records(itertools.chain([first] if first else [], rows), fields)
         clusters = Counter()
         count = write_records(_counting_clusters(records, clusters), fields, output_fmt, path)
         exported = (
@@ -449,9 +543,13 @@ def export(
             else f"{count:,} member rows of {clusters['clusters']:,} clusters"
         )
         err.print(
-            f"Exported {exported} ({output_fmt})" + (f" to {output}" if output else ""),
-            highlight=False,
+            f"Exported {exported} ({output_fmt})" + (f" to {shown(output)}" if output else "")
         )
+
+
+def _records(results: Iterator[Any], fields: list[str]) -> Iterator[dict[str, Any]]:
+    """Typed results (Pair, ClusterMember) as the dicts the writers take."""
+    return ({name: getattr(result, name) for name in fields} for result in results)
 
 
 def _counting_clusters(rows: Iterable[dict[str, Any]], tally: Counter) -> Iterator[dict[str, Any]]:
@@ -471,27 +569,62 @@ def clusters(
     rule: Annotated[
         Rule, typer.Option(help="Which document represents (names) a cluster.")
     ] = Rule.earliest,
-    show: Annotated[
+    top: Annotated[
         int, typer.Option(help="Print this many of the largest clusters (0: none).")
     ] = 10,
+    show: Show = False,
 ) -> None:
     """Group the verified pairs into clusters of duplicates (connected components)."""
-    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
         report = index.cluster(threshold, rule=rule.value)
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
-            f"{report.largest:,}) at similarity >= {report.threshold}, representative: "
-            f"{report.rule}; {report.seconds:.2f} s",
-            highlight=False,
+            f"{report.largest:,}) at similarity >= {report.threshold:g}, representative: "
+            f"{report.rule}; {report.seconds:.2f} s"
         )
-        if show:
-            sizes: dict[str, int] = {}
-            for row in index.clusters():
-                sizes[row["cluster"]] = sizes.get(row["cluster"], 0) + 1
-            table = Table("cluster (representative)", "documents")
-            for name, size in sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:show]:
-                table.add_row(name, f"{size:,}")
+        if top:
+            sizes = collections.Counter(member.cluster for member in index.clusters())
+            largest = sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:top]
+            titles = _titles(index, [name for name, _ in largest]) if show else None
+            table = Table(
+                "cluster (representative)", "documents", *(["title"] if titles is not None else [])
+            )
+            for name, size in largest:
+                table.add_row(
+                    shown(name), f"{size:,}", *([titles[name]] if titles is not None else [])
+                )
             out.print(table)
+
+
+@app.command()
+@user_errors
+def show(
+    doc_id: Annotated[str, typer.Argument(metavar="ID", help="The document's external id.")],
+    db: Db = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text.")] = False,
+) -> None:
+    """Print one indexed document: its text and metadata."""
+    with _open(db) as index:
+        found = index.documents([doc_id])
+    if doc_id not in found:
+        raise InputError(f"no document with id {doc_id!r} is indexed")
+    document = found[doc_id]
+    if as_json:
+        typer.echo(json.dumps(dataclasses.asdict(document), default=str, ensure_ascii=False))
+        return
+    out.print(f"id           {shown(document.external_id)}")
+    out.print(f"ingested at  {document.ingested_at}")
+    for key, value in (document.metadata or {}).items():
+        out.print(f"{shown(key):12} {shown(json.dumps(value, ensure_ascii=False))}")
+    text = document.text if document.text is not None else "(text not kept by this index)"
+    # Newlines and tabs are the text's own layout; every other control character is escaped.
+    out.print("\n" + "\n".join(shown(line).replace("\\t", "\t") for line in text.splitlines()))
+
+
+def _titles(index: Index, external_ids: list[str]) -> dict[str, str]:
+    """external id -> a one-line title of the document, escaped for the terminal."""
+    found = index.documents(external_ids)
+    return {i: shown(found[i].title()) if i in found else "" for i in external_ids}
 
 
 @app.command()
@@ -565,6 +698,8 @@ def dedup(
     """Write INPUT without its near-duplicates: one record kept per cluster."""
     paths = expand_inputs([input_file])
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
+    from simindex.index import Index
+
     logged = [error_log] if on_error is Policy.skip else []
     check_outputs([output, dropped, *logged], paths, db if db else False)
     with scratch_directory() as scratch, _ErrorLog(error_log) as errors:
@@ -572,6 +707,7 @@ def dedup(
         input_fmt = detect_format(paths[0]) if fmt is InputFormat.auto else fmt.value
         output_fmt = output_format(output, None, default=input_fmt)
         report_error = errors.add if on_error is Policy.skip else None
+        _compile_once()
         index, created = Index.open_or_create(  # the schema is --db's: a scratch file has none
             db or str(Path(scratch) / "dedup.db"),
             threshold=threshold,
@@ -602,13 +738,13 @@ def dedup(
                 )
             pairs = index.find_pairs(threshold)
             report = index.cluster(threshold, rule=keep.value)
-            drop = {r["external_id"]: r for r in index.clusters() if not r["is_representative"]}
+            drop = {r.external_id: r for r in index.clusters() if not r.is_representative}
         records = _records_of(paths, fmt.value, id_field, text_field, encoding)
         kept_records = _kept(records, id_field, drop, once=on_duplicate is Policy.skip)
         fields = _fields(paths, fmt.value, id_field, text_field, encoding)
         kept = write_records(kept_records, fields, output_fmt, output, id_field, text_field)
         report_rows = (
-            {"id": i, "representative": r["cluster"], "similarity": r["similarity"]}
+            {"id": i, "representative": r.cluster, "similarity": r.similarity}
             for i, r in sorted(drop.items())
         )
         write_records(
@@ -629,8 +765,7 @@ def dedup(
     )
     err.print(
         f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records"
-        f"{unsigned} in {output}, dropped {len(drop):,} (listed in {dropped}){rerun}",
-        highlight=False,
+        f"{unsigned} in {shown(output)}, dropped {len(drop):,} (listed in {shown(dropped)}){rerun}"
     )
 
 
@@ -639,6 +774,8 @@ def _indexed_alike(
 ) -> set[str]:
     """Ids of the input that the index already holds with the same normalized text: a
     re-run of a dedup --db interrupted between its transactions, not a conflict."""
+    from simindex.shingle import content_hash, normalize
+
     documents = (d for path in paths for d in read(path, on_error=_ignore))
     alike: set[str] = set()
     while chunk := list(itertools.islice(documents, batch)):
@@ -700,6 +837,8 @@ def delete(
     ids_file: Annotated[
         Path | None, typer.Option(help="Also remove the ids listed in this file, one per line.")
     ] = None,
+    yes: Yes = False,
+    dry_run: DryRun = False,
 ) -> None:
     """Remove documents, their signatures, band keys, pairs and cluster membership."""
     wanted = list(ids or [])
@@ -714,9 +853,10 @@ def delete(
             raise InputError(f"{ids_file}: can't read: {exc.strerror}") from None
     if not wanted:
         raise ParameterError("give the ids to delete, or --ids-file")
-    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
-        removed = index.delete(wanted)
-    err.print(f"Removed {removed:,} of {len(wanted):,} documents", highlight=False)
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
+        wanted = list(dict.fromkeys(wanted))
+        removal = functools.partial(index.delete, wanted)
+        _remove(index, removal, f"of {len(wanted):,} documents", yes, dry_run)
 
 
 @app.command()
@@ -734,16 +874,69 @@ def evict(
     days: Annotated[
         float | None, typer.Option(help="Remove documents ingested more than this many days ago.")
     ] = None,
+    yes: Yes = False,
+    dry_run: DryRun = False,
 ) -> None:
     """Remove the documents ingested before a time (a sliding window over a feed)."""
     if (older_than is None) == (days is None):
         raise ParameterError("give --older-than or --days (one of them)")
+    if days is not None and not (math.isfinite(days) and 0 <= days <= MAX_DAYS):
+        raise ParameterError(f"--days must be a number of days from 0 to {MAX_DAYS:,}, got {days}")
     cutoff = older_than if older_than is not None else datetime.now(UTC) - timedelta(days=days or 0)
-    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
-        removed = index.evict(cutoff)
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
+        removal = functools.partial(index.evict, cutoff)
+        _remove(index, removal, f"documents ingested before {cutoff.isoformat()}", yes, dry_run)
+
+
+# A thousand years: any window longer than that is a typo (and timedelta overflows soon after).
+MAX_DAYS = 365_000
+
+
+def _remove(
+    index: Index, removal: Callable[..., Removal], described: str, yes: bool, dry_run: bool
+) -> None:
+    """Run a removal (delete, evict): with --dry-run list what would go; else confirm first
+    (see _confirm), and name the ids that were not found."""
+
+    def question() -> str | None:
+        planned = removal(dry_run=True)
+        count = len(planned.removed)
+        return f"Remove {count:,} documents from {shown(index.url)}?" if count else None
+
+    if not dry_run:
+        hint = "this removes documents for good (--dry-run shows which)"
+        _confirm(yes, hint, question)
+    result = removal(dry_run=dry_run)
+    if dry_run:
+        for external_id in result.removed:
+            out.print(shown(external_id))
+    verb = "Would remove" if dry_run else "Removed"
     err.print(
-        f"Removed {removed:,} documents ingested before {cutoff.isoformat()}", highlight=False
+        f"{verb} {len(result.removed):,} {described}"
+        + (
+            f"; not found: {', '.join(shown(i) for i in result.not_found)}"
+            if result.not_found
+            else ""
+        )
     )
+
+
+def _confirm(yes: bool, what: str, question: Callable[[], str | None]) -> None:
+    """Go on only if the user agrees: --yes, or "y" to ``question()`` (None: nothing to ask)
+    on a terminal. With no terminal to ask on and no --yes, refuse, saying ``what`` happens."""
+    if yes:
+        return
+    if not _interactive():
+        raise ParameterError(f"{what}; with no terminal to ask on, pass --yes to confirm")
+    text = question()
+    if text is not None and not typer.confirm(text, err=True):
+        err.print("Nothing changed.")
+        raise typer.Exit(1)
+
+
+def _interactive() -> bool:
+    """Whether a person can answer a question (stdin is a terminal)."""
+    return sys.stdin.isatty()
 
 
 @app.command()
@@ -763,9 +956,17 @@ def reband(
     drop_old: Annotated[
         bool, typer.Option(help="Delete the other bandings (and their band keys and pairs).")
     ] = False,
+    yes: Yes = False,
 ) -> None:
     """Build a new banding from the stored signatures (no text is re-read)."""
-    with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
+    from simindex import banding as lsh
+
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
+        if drop_old:
+            question = (
+                f"Drop the other bandings, their band keys and pairs, from {shown(index.url)}?"
+            )
+            _confirm(yes, "--drop-old deletes the other bandings for good", lambda: question)
         if threshold is not None:
             if bands is not None or rows is not None:
                 raise ParameterError("give --threshold or --bands and --rows, not both")
@@ -777,8 +978,7 @@ def reband(
         banding_id = index.reband(bands, rows, activate=activate, drop_old=drop_old)
         err.print(
             f"Built banding {banding_id} ({bands} bands x {rows} rows) in {time.perf_counter() - started:.1f} s"
-            + ("; it is now active" if activate else ""),
-            highlight=False,
+            + ("; it is now active" if activate else "")
         )
 
 
@@ -790,16 +990,15 @@ def stats(
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Documents, bandings, bucket sizes and the largest buckets of the index."""
-    with Index.open(db, schema=schema) as index:
+    with _open(db, schema=schema) as index:
         result = index.stats()
     if as_json:
         typer.echo(json.dumps(result, default=str, indent=2))
         return
-    out.print(f"index      {result['url']}\nscheme     {index.spec.describe()}", highlight=False)
+    out.print(f"index      {shown(result['url'])}\nscheme     {index.spec.describe()}")
     out.print(
         f"documents  {result['documents']:,} ({result['exact_duplicate_groups']:,} groups of exact duplicates)\n"
-        f"text kept  {'yes' if result['keep_text'] else 'no'}; default threshold {result['threshold']}",
-        highlight=False,
+        f"text kept  {'yes' if result['keep_text'] else 'no'}; default threshold {result['threshold']}"
     )
     table = Table("banding", "bands x rows", "state", "active", "pairs found at", title="Bandings")
     for b in result["bandings"]:
@@ -815,7 +1014,6 @@ def stats(
         out.print(
             f"retired bandings {', '.join(map(str, result['retired_bandings']))}: their band "
             "keys are dropped at the next write (readers held them; docs/reliability.md)",
-            highlight=False,
         )
     sizes = Table(
         "bucket size", "buckets", title=f"Bucket sizes (banding {result['active_banding']})"
@@ -833,13 +1031,13 @@ def stats(
 @user_errors
 def check(db: Db = None, schema: Schema = None) -> None:
     """Check the index's integrity; exit 1 and list the problems if there are any."""
-    with Index.open(db, schema=schema) as index:
+    with _open(db, schema=schema) as index:
         problems = index.check()
     for problem in problems:
-        err.print(f"[bold red]Problem:[/] {escape(problem)}", highlight=False)
+        err.print(Text.assemble(("Problem:", "bold red"), " ", shown(problem)))
     if problems:
         raise typer.Exit(1)
-    err.print(f"{index.url}: consistent", highlight=False)
+    err.print(f"{shown(index.url)}: consistent")
 
 
 @app.command()
@@ -850,11 +1048,12 @@ def evaluate(
     sample: Sample = DEFAULT_SAMPLE,
     floor: Floor = 0.5,
     seed: Seed = 0,
+    threshold: Threshold = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
 ) -> None:
     """Measure recall and precision against exact Jaccard on a sample of the documents."""
-    with Index.open(db, schema=schema) as index:
-        result = index.evaluate(sample=sample, floor=floor, seed=seed)
+    with _open(db, schema=schema) as index:
+        result = index.evaluate(sample=sample, floor=floor, seed=seed, threshold=threshold)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
@@ -877,16 +1076,17 @@ def report(
     seed: Seed = 0,
 ) -> None:
     """Draw the evaluation and the index's statistics: one HTML page with figures (PNG, SVG)."""
+    from simindex.report import example_pairs, require_matplotlib, write_report
+
     require_matplotlib()  # before the evaluation, which may take a while
     check_outputs([output], db=db)
-    with Index.open(db, schema=schema) as index:
+    with _open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()
         examples = example_pairs(index, result)
     files = write_report(result, statistics, output, examples)
     err.print(
-        f"Wrote {output}, with its {len(files) - 1} figure files in {files[1].parent}",
-        highlight=False,
+        f"Wrote {shown(output)}, with its {len(files) - 1} figure files in {shown(files[1].parent)}"
     )
 
 
@@ -906,7 +1106,7 @@ def tune(
     ] = None,
     recall: Annotated[
         float, typer.Option(help="With --threshold: candidate probability at t.")
-    ] = lsh.DEFAULT_RECALL,
+    ] = DEFAULT_RECALL,
     low: Annotated[
         float | None,
         typer.Option(help="Low similarity: pairs below it should rarely be candidates."),
@@ -940,6 +1140,8 @@ def tune(
     schema: Schema = None,
 ) -> None:
     """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
+    from simindex import banding as lsh
+
     num_perm = _tune_num_perm(db, schema, num_perm)
     targets = (low, p_low, high, p_high)
     if threshold is not None and any(t is not None for t in targets):
@@ -959,8 +1161,7 @@ def tune(
     )
     goal_low = "(ranking only)" if threshold is not None else f"<= {result.p_low:g}"
     out.print(
-        f"targets: P({result.s_low:g}) {goal_low}, P({result.s_high:g}) >= {result.p_high:g}, num_perm {num_perm}",
-        highlight=False,
+        f"targets: P({result.s_low:g}) {goal_low}, P({result.s_high:g}) >= {result.p_high:g}, num_perm {num_perm}"
     )
     table = Table(
         "bands",
@@ -986,16 +1187,15 @@ def tune(
         )
     if result.feasible:
         out.print(table)
-        out.print(f"chosen: {chosen.bands} bands x {chosen.rows} rows", highlight=False)
+        out.print(f"chosen: {chosen.bands} bands x {chosen.rows} rows")
     else:
-        out.print(f"No banding within {num_perm} hashes meets the targets.", highlight=False)
-        out.print(f"best compromise: {chosen.bands} bands x {chosen.rows} rows", highlight=False)
+        out.print(f"No banding within {num_perm} hashes meets the targets.")
+        out.print(f"best compromise: {chosen.bands} bands x {chosen.rows} rows")
         needed = result.num_perm_needed
         out.print(
             f"num_perm needed to meet them: {needed}"
             if needed
-            else "no num_perm up to 65536 meets them",
-            highlight=False,
+            else "no num_perm up to 65536 meets them"
         )
     out.print(
         f"  P({result.s_low:g}) = {chosen.p_at_low:.6g}, P({result.s_high:g}) = {chosen.p_at_high:.6g}, "
@@ -1005,8 +1205,7 @@ def tune(
             if threshold is not None
             else f"  the curve crosses {result.p_low:g} at similarity {result.low_crossing:.4f} "
             f"and {result.p_high:g} at similarity {result.high_crossing:.4f}"
-        ),
-        highlight=False,
+        )
     )
     if active is not None:
         now = estimates[active]
@@ -1015,8 +1214,7 @@ def tune(
             f"the index, estimated from {now.sample:,} sampled (seed {seed}):\n"
             f"  chosen {chosen.bands} x {chosen.rows}: "
             f"{_estimate_text(estimates[(chosen.bands, chosen.rows)])}\n"
-            f"  active {active[0]} x {active[1]}: {_estimate_text(now)}",
-            highlight=False,
+            f"  active {active[0]} x {active[1]}: {_estimate_text(now)}"
         )
 
 
@@ -1024,7 +1222,7 @@ def _tune_num_perm(db: str | None, schema: str | None, num_perm: int | None) -> 
     """The signature length to tune for: the index's with --db, else --num-perm or 128."""
     if db is None:
         return 128 if num_perm is None else num_perm
-    with Index.open(db, schema=schema) as index:
+    with _open(db, schema=schema) as index:
         own = index.spec.num_perm
     if num_perm is not None and num_perm != own:
         raise ParameterError(
@@ -1038,7 +1236,7 @@ def _candidate_estimates(
     db: str, schema: str | None, bandings: list[tuple[int, int]], sample: int, seed: int
 ) -> tuple[dict[tuple[int, int], CandidateEstimate], tuple[int, int]]:
     """Candidate-pair estimates for the bandings and the index's active one (also returned)."""
-    with Index.open(db, schema=schema) as index:
+    with _open(db, schema=schema) as index:
         banding = next(b for b in index.bandings() if b["is_active"])
         active = (banding["bands"], banding["rows"])
         wanted = list(dict.fromkeys([*bandings, active]))
@@ -1057,17 +1255,19 @@ def _estimate_text(estimate: CandidateEstimate) -> str:
 @user_errors
 def upgrade(db: Db = None, schema: Schema = None) -> None:
     """Create or migrate the schema to this simindex's revision."""
+    from simindex import migrate
+    from simindex.store import create_engine, database_url, display_url
+
     engine = create_engine(database_url(db), schema)
     try:
         before, after = migrate.upgrade(engine)
     finally:
         engine.dispose()
     if before == after:
-        err.print(f"{display_url(str(engine.url))} is already at revision {after}", highlight=False)
+        err.print(f"{shown(display_url(str(engine.url)))} is already at revision {after}")
     else:
         err.print(
-            f"Upgraded {display_url(str(engine.url))} from {before or 'an empty database'} to {after}",
-            highlight=False,
+            f"Upgraded {shown(display_url(str(engine.url)))} from {before or 'an empty database'} to {after}"
         )
 
 
@@ -1075,6 +1275,9 @@ def upgrade(db: Db = None, schema: Schema = None) -> None:
 @user_errors
 def current(db: Db = None, schema: Schema = None) -> None:
     """Show the database's schema revision and the one this simindex needs."""
+    from simindex import migrate
+    from simindex.store import create_engine, database_url
+
     engine = create_engine(database_url(db), schema)
     try:
         with engine.connect() as connection:
@@ -1083,20 +1286,18 @@ def current(db: Db = None, schema: Schema = None) -> None:
         engine.dispose()
     head = migrate.head_revision()
     state = "up to date" if revision == head else "run `simindex db upgrade`"
-    out.print(
-        f"database revision: {revision or 'none'}\nsimindex needs:    {head} ({state})",
-        highlight=False,
-    )
+    out.print(f"database revision: {revision or 'none'}\nsimindex needs:    {head} ({state})")
 
 
 def _describe_index(index: Index) -> None:
+    from simindex import banding as lsh
+
     active = next(b for b in index.bandings() if b["is_active"])
     p = lsh.candidate_probability(index.threshold, active["bands"], active["rows"])
     err.print(
         f"{index.spec.describe()}; text {'kept' if index.keep_text else 'not kept'}\n"
         f"banding {active['bands']} bands x {active['rows']} rows: a pair at similarity "
-        f"{index.threshold} becomes a candidate with probability {p:.4f}",
-        highlight=False,
+        f"{index.threshold} becomes a candidate with probability {p:.4f}"
     )
 
 
@@ -1118,8 +1319,7 @@ def _print_evaluation(result: Evaluation) -> None:
         f"{_share(estimate['precision'])} ({estimate['pairs']:,} pairs)\n"
         f"estimate - exact over {error['pairs']:,} pairs >= {result.floor:g}: mean "
         f"{_share(error['mean'], '+.4f')}, std {_share(error['std'])} (theory "
-        f"{_share(error['theoretical_std'])})",
-        highlight=False,
+        f"{_share(error['theoretical_std'])})"
     )
     table = Table(
         "exact similarity", "pairs", "candidates", "candidate rate", "predicted", "95% interval"
@@ -1141,7 +1341,7 @@ def _share(value: float | None, spec: str = ".4f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def _print_matches(matches: list[Match], as_json: bool) -> None:
+def _print_matches(matches: list[Match], as_json: bool, titles: dict[str, str] | None) -> None:
     if as_json:
         for m in matches:
             record = {
@@ -1150,12 +1350,20 @@ def _print_matches(matches: list[Match], as_json: bool) -> None:
                 "exact_jaccard": m.exact_jaccard,
                 "estimated_jaccard": m.estimated_jaccard,
             }
+            if titles is not None:
+                record["title"] = titles[m.external_id]
             typer.echo(json.dumps(record))
         return
-    table = Table("id", "similarity", "exact", "estimate")
+    table = Table("id", "similarity", "exact", "estimate", *(["title"] if titles else []))
     for m in matches:
         exact = "-" if m.exact_jaccard is None else f"{m.exact_jaccard:.3f}"
-        table.add_row(m.external_id, f"{m.similarity:.3f}", exact, f"{m.estimated_jaccard:.3f}")
+        table.add_row(
+            shown(m.external_id),
+            f"{m.similarity:.3f}",
+            exact,
+            f"{m.estimated_jaccard:.3f}",
+            *([titles[m.external_id]] if titles else []),
+        )
     out.print(table)
 
 
@@ -1212,12 +1420,14 @@ class _ErrorLog:
         if exc_info[0] is None and self.count + self.empty:
             listed = [f"{self.count:,} bad record(s)"] if self.count else []
             listed += [f"{self.empty:,} empty document(s)"] if self.empty else []
-            err.print(f"Listed {' and '.join(listed)} in {self.path}", highlight=False)
+            err.print(f"Listed {' and '.join(listed)} in {shown(self.path)}")
 
 
 @contextmanager
 def _progress(label: str) -> Iterator[Callable[[int], None]]:
     """A rich progress display on stderr counting documents; yields ``advance(n)``."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     columns = (
         SpinnerColumn(),
         TextColumn(f"{label} {{task.completed:,}} documents"),

@@ -37,3 +37,8 @@ class SchemaVersionError(DatabaseError):
 
 class SpecMismatchError(SimindexError):
     """Signatures made with one scheme or parameter set can't be mixed with another."""
+
+
+class LowRecallWarning(UserWarning):
+    """A threshold below what the active banding serves: many pairs at it are never
+    candidates (the message gives the expected recall and the re-band that fixes it)."""

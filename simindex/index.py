@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
@@ -32,11 +33,18 @@ from simindex import banding as lsh
 from simindex import migrate
 from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE, bucket_pairs, collect, group_keys
 from simindex.cluster import RULES, Rule, components, representatives
+from simindex.defaults import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_RECALL,
+    DEFAULT_SAMPLE,
+    DEFAULT_THRESHOLD,
+)
 from simindex.errors import (
     DatabaseError,
     DuplicateIdError,
     EmptyDocumentError,
     InputError,
+    LowRecallWarning,
     ParameterError,
     SimindexError,
 )
@@ -56,14 +64,9 @@ from simindex.store import (
 )
 from simindex.verify import Profiles, compare
 
-DEFAULT_BATCH_SIZE = 5_000
 # Band keys reband() holds at once: it makes the fewest passes over the signatures that keep
 # n_documents * bands_per_pass * 8 bytes below this (one pass at 400k documents x 42 bands).
 REBAND_MEMORY = 512 * 2**20
-DEFAULT_THRESHOLD = 0.8
-# Documents evaluate compares all pairs of: pairs grow with its square, and the exact join
-# takes seconds at this size.
-DEFAULT_SAMPLE = 10_000
 
 OnDuplicate = Literal["fail", "skip", "replace"]
 OnEmpty = Literal["fail", "skip"]
@@ -97,20 +100,82 @@ class AddResult:
     skipped_existing: list[str] = field(default_factory=list)
     skipped_empty: list[str] = field(default_factory=list)
     duplicates: dict[str, list[Match]] = field(default_factory=dict)
+    # With find_duplicates=t: the chance that the active banding finds a match at t.
+    expected_recall: float | None = None
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A stored pair of similar documents; ``similarity`` is the exact Jaccard when the index
+    keeps text, else the estimate."""
+
+    id_a: str
+    id_b: str
+    exact_jaccard: float | None
+    estimated_jaccard: float
+
+    @property
+    def similarity(self) -> float:
+        return self.estimated_jaccard if self.exact_jaccard is None else self.exact_jaccard
+
+
+@dataclass(frozen=True)
+class ClusterMember:
+    """A clustered document: its cluster is named by the representative's external id, and
+    ``similarity`` is to the representative (exact when text is kept)."""
+
+    external_id: str
+    cluster: str
+    is_representative: bool
+    similarity: float
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """An indexed document as stored (``text`` is None when the index does not keep it)."""
+
+    external_id: str
+    text: str | None
+    metadata: dict[str, Any] | None
+    ingested_at: datetime
+
+    def title(self, width: int = 60) -> str:
+        """The metadata 'title' if there is one, else the start of the text."""
+        title = (self.metadata or {}).get("title")
+        text = " ".join(str(title if title else self.text or "").split())
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What :meth:`Index.delete` or :meth:`Index.evict` removed (or, with ``dry_run``, would
+    remove), and the asked-for ids that are not indexed."""
+
+    removed: list[str]
+    not_found: list[str]
+    dry_run: bool
 
 
 @dataclass(frozen=True)
 class PairsReport:
-    """What :meth:`Index.find_pairs` did."""
+    """What :meth:`Index.find_pairs` did: ``pairs`` new pairs from ``candidates`` candidate
+    pairs; ``stored`` pairs at >= threshold in all. ``expected_recall`` is the chance that
+    the banding makes a pair at the threshold a candidate (the S-curve P(t)); incremental
+    runs look at the ``new_documents`` added since the last run only."""
 
     banding_id: int
+    bands: int
+    rows: int
     threshold: float
     candidates: int
     pairs: int
+    stored: int
     hot_buckets: int
     largest_bucket: int
     exact: bool
     incremental: bool
+    new_documents: int
+    expected_recall: float
     seconds: float
 
 
@@ -357,6 +422,10 @@ class Index:
             for writer in call.writers.values():
                 writer.finish()
             call.result.total = self._store.document_count(connection)
+        if find_duplicates is not None and call.active is not None:
+            call.result.expected_recall = _expected_recall(
+                call.active, find_duplicates, self.spec.num_perm
+            )
         return call.result
 
     def _sign(
@@ -547,6 +616,7 @@ class Index:
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         with self._transaction() as connection:
             active = self._active_banding(connection)
+            _expected_recall(active, threshold, self.spec.num_perm)
             keys = lsh.band_keys(profile.signatures, active["bands"], active["rows"])
             found = self._store.documents_in_buckets(connection, active["id"], keys)
         found.pop(exclude, None)
@@ -600,15 +670,17 @@ class Index:
         with self._transaction(write=True) as connection:
             active = self._active_banding(connection)
             banding_id = active["id"]
+            recall = _expected_recall(active, threshold, self.spec.num_perm)
             newest = self._store.max_document_id(connection)
             since = None
             if not full and active["pairs_threshold"] == threshold:
                 since = active["pairs_through"]
-            touching = None
+            touching, new_documents = None, 0
             if since is not None:  # only the buckets of documents added since
-                _, touching = self._stored_keys(
+                added, touching = self._stored_keys(
                     connection, active["bands"], active["rows"], after=since
                 )
+                new_documents = int(added.size)
             buckets = self._store.iter_buckets(connection, banding_id, touching)
             candidates = collect(buckets, max_bucket_size)
             doc_a, doc_b = candidates.doc_a, candidates.doc_b
@@ -623,15 +695,21 @@ class Index:
                 connection, banding_id, pairs_threshold=threshold, pairs_through=newest
             )
             self._update_clusters(connection, active, threshold, since, found)
+            stored = self._store.pair_count(connection, banding_id, threshold)
         return PairsReport(
             banding_id=banding_id,
+            bands=active["bands"],
+            rows=active["rows"],
             threshold=threshold,
             candidates=int(doc_a.size),
             pairs=int(found[0].size),
+            stored=stored,
             hot_buckets=candidates.hot_buckets,
             largest_bucket=candidates.largest_bucket,
             exact=self.keep_text,
             incremental=since is not None,
+            new_documents=new_documents,
+            expected_recall=recall,
             seconds=time.perf_counter() - started,
         )
 
@@ -663,9 +741,8 @@ class Index:
             None if not self.keep_text else np.concatenate([k[3] for k in kept]),
         )
 
-    def pairs(self, threshold: float | None = None) -> Iterator[dict[str, Any]]:
-        """Stored pairs of the active banding with similarity >= threshold, best first:
-        dicts with id_a, id_b, similarity, exact_jaccard, estimated_jaccard.
+    def pairs(self, threshold: float | None = None) -> Iterator[Pair]:
+        """Stored pairs of the active banding with similarity >= threshold, best first.
 
         Raises SimindexError if pairs were not found (or are stale, or were found at a
         higher threshold): run :meth:`find_pairs` first.
@@ -674,7 +751,8 @@ class Index:
         with self._transaction() as connection:
             active = self._active_banding(connection)
             self._check_pairs_cover(connection, active, threshold)
-            yield from self._store.iter_pairs(connection, active["id"], threshold)
+            for row in self._store.iter_pairs(connection, active["id"], threshold):
+                yield _pair(row)
 
     def _check_pairs_cover(self, connection: Connection, active: dict, threshold: float) -> None:
         found_at = active["pairs_threshold"]
@@ -777,11 +855,8 @@ class Index:
         self._store.delete_clusters(connection, banding_id, documents)
         self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
 
-    def clusters(self) -> Iterator[dict[str, Any]]:
-        """Clustered documents of the active banding, representative first in each cluster:
-        dicts with external_id, cluster (the representative's external id),
-        is_representative, and similarity to the representative (exact when text is kept).
-        """
+    def clusters(self) -> Iterator[ClusterMember]:
+        """Clustered documents of the active banding, representative first in each cluster."""
         with self._transaction() as connection:
             active = self._active_banding(connection)
             if active["clusters_threshold"] is None:
@@ -799,34 +874,55 @@ class Index:
                 )
                 similarity = estimated if exact is None else exact
                 for row, value in zip(chunk, similarity.tolist(), strict=True):
-                    yield {
-                        "external_id": row["external_id"],
-                        "cluster": row["cluster"],
-                        "is_representative": row["document_id"] == row["cluster_id"],
-                        "similarity": value,
-                    }
+                    yield ClusterMember(
+                        row["external_id"],
+                        row["cluster"],
+                        row["document_id"] == row["cluster_id"],
+                        value,
+                    )
 
     # -- deleting --------------------------------------------------------------------------
 
-    def delete(self, external_ids: Iterable[str]) -> int:
-        """Remove documents by external id (unknown ids are ignored), with their signatures,
-        band keys, pairs and cluster rows, in one transaction; the clusters they were in are
-        recomputed from the remaining pairs. Returns how many were removed."""
-        with self._transaction(write=True) as connection:
-            found = self._store.document_ids(connection, list(external_ids))
-            ids = np.array(sorted(found.values()), dtype=np.int64)
-            self._delete(connection, ids)
-        return int(ids.size)
+    def delete(self, external_ids: Iterable[str | int], *, dry_run: bool = False) -> Removal:
+        """Remove documents by external id, with their signatures, band keys, pairs and
+        cluster rows, in one transaction; the clusters they were in are recomputed from the
+        remaining pairs. Ids that are not indexed are named in the result; ``dry_run``
+        removes nothing and says what would go."""
+        wanted = list(dict.fromkeys(str(i) for i in external_ids))
+        with self._transaction(write=not dry_run) as connection:
+            found = self._store.document_ids(connection, wanted)
+            if not dry_run:
+                self._delete(connection, np.array(sorted(found.values()), dtype=np.int64))
+        return Removal(
+            removed=[i for i in wanted if i in found],
+            not_found=[i for i in wanted if i not in found],
+            dry_run=dry_run,
+        )
 
-    def evict(self, older_than: datetime) -> int:
+    def evict(self, older_than: datetime, *, dry_run: bool = False) -> Removal:
         """Remove the documents ingested before ``older_than`` (like :meth:`delete`); a naive
-        datetime is taken as UTC."""
+        datetime is taken as UTC. A cut-off in the future is refused: it would remove
+        documents ingested from now on too."""
         if older_than.tzinfo is None:
             older_than = older_than.replace(tzinfo=UTC)
-        with self._transaction(write=True) as connection:
+        if older_than > datetime.now(UTC):
+            raise ParameterError(
+                f"the cut-off {older_than.isoformat()} is in the future, which would remove "
+                "every document; give a time in the past (or a positive --days)"
+            )
+        with self._transaction(write=not dry_run) as connection:
             ids = self._store.ingested_before(connection, older_than)
-            self._delete(connection, ids)
-        return int(ids.size)
+            removed = self._store.external_ids_of(connection, ids)
+            if not dry_run:
+                self._delete(connection, ids)
+        return Removal(removed=removed, not_found=[], dry_run=dry_run)
+
+    def documents(self, external_ids: Iterable[str | int]) -> dict[str, StoredDocument]:
+        """The stored documents of those of ``external_ids`` that are indexed, by id."""
+        wanted = [str(i) for i in external_ids]
+        with self._transaction() as connection:
+            found = self._store.document_records(connection, wanted)
+        return {i: StoredDocument(**found[i]) for i in wanted if i in found}
 
     def _delete(self, connection: Connection, ids: np.ndarray) -> None:
         if not ids.size:
@@ -960,30 +1056,36 @@ class Index:
                 else self._store.cluster_sizes(connection, active["id"]),
             }
 
-    def weakest_pairs(self, limit: int = 5) -> list[dict[str, Any]]:
+    def weakest_pairs(self, limit: int = 5) -> list[Pair]:
         """The active banding's ``limit`` stored pairs of lowest similarity, least similar
-        first (dicts with id_a, id_b, similarity): the pairs nearest the line between a
-        duplicate and not, which is where a reader judges the threshold."""
+        first: the pairs nearest the line between a duplicate and not, which is where a
+        reader judges the threshold."""
         with self._transaction() as connection:
             active = self._active_banding(connection)
-            return self._store.weakest_pairs(connection, active["id"], limit)
+            rows = self._store.weakest_pairs(connection, active["id"], limit)
+        return [_pair(row) for row in rows]
 
     def texts(self, external_ids: Iterable[str]) -> dict[str, str | None]:
         """The stored text of each given document that exists (None when text is not kept)."""
-        with self._transaction() as connection:
-            return self._store.texts_of(connection, list(external_ids))
+        return {i: document.text for i, document in self.documents(external_ids).items()}
 
     # -- evaluation ------------------------------------------------------------------------
 
     def evaluate(
-        self, *, sample: int = DEFAULT_SAMPLE, floor: float = 0.5, seed: int = 0
+        self,
+        *,
+        sample: int = DEFAULT_SAMPLE,
+        floor: float = 0.5,
+        seed: int = 0,
+        threshold: float | None = None,
     ) -> Evaluation:
         """How good the results are: recall of the active banding, recall and precision of
-        verification at the index threshold, and the estimate's error, against the exact
+        verification at ``threshold`` (default: the index's), and the estimate's error, against the exact
         Jaccard of all pairs >= ``floor`` among ``sample`` random documents (all of them
         when the index holds fewer). Needs stored text. See docs/evaluation.md."""
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")
+        threshold = self.threshold if threshold is None else _check_threshold(threshold)
         with self._transaction() as connection:
             active = self._active_banding(connection)
             documents = self._store.document_count(connection)
@@ -995,7 +1097,7 @@ class Index:
             documents=documents,
             bands=active["bands"],
             rows=active["rows"],
-            threshold=self.threshold,
+            threshold=threshold,
             floor=floor,
             seed=seed,
         )
@@ -1123,6 +1225,34 @@ def _check_threshold(threshold: float) -> float:
     if not 0 <= threshold <= 1:
         raise ParameterError(f"threshold must be within [0, 1], got {threshold}")
     return threshold
+
+
+def _pair(row: dict[str, Any]) -> Pair:
+    return Pair(row["id_a"], row["id_b"], row["exact_jaccard"], row["estimated_jaccard"])
+
+
+def _expected_recall(banding: dict[str, Any], threshold: float, num_perm: int) -> float:
+    """P(threshold) of the banding: the share of pairs at the threshold it makes candidates.
+    Warns (LowRecallWarning) when that is below the recall the tuner aims for, with the fix."""
+    bands, rows = banding["bands"], banding["rows"]
+    recall = lsh.candidate_probability(threshold, bands, rows)
+    if recall >= DEFAULT_RECALL - 1e-9:
+        return recall
+    if threshold > 0 and lsh.tune_threshold(num_perm, threshold).feasible:
+        fix = (
+            f"run `simindex reband --threshold {threshold:g}` (the banding `simindex tune "
+            f"--threshold {threshold:g}` picks; `tune --db` shows its cost on this index first)"
+        )
+    else:
+        fix = f"no banding of {num_perm} hashes reaches it at that similarity"
+    warnings.warn(
+        f"the active banding ({bands} bands x {rows} rows) finds a pair at similarity "
+        f"{threshold:g} with probability {recall:.1%} (expected recall; the target is "
+        f"{DEFAULT_RECALL:g}); {fix}",
+        LowRecallWarning,
+        stacklevel=3,
+    )
+    return recall
 
 
 def _unpack_documents(

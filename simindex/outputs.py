@@ -28,17 +28,19 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
-
 from simindex.errors import InputError
-from simindex.store import database_url
 
 _SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
 
 
 def database_files(db: str | os.PathLike[str] | None) -> list[str]:
     """The files a SQLite database URL stands for (none for PostgreSQL or :memory:)."""
+    # Imported here: the CLI checks outputs before it needs SQLAlchemy (see simindex.cli).
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    from simindex.store import database_url
+
     try:
         url = make_url(database_url(db))
     except (ArgumentError, ValueError):  # not a URL: opening the database says so

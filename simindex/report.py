@@ -102,7 +102,7 @@ def example_pairs(index: Index, evaluation: Evaluation, count: int = 3) -> list[
     """Up to ``count`` stored pairs of lowest similarity in the whole index, and up to
     ``count`` of the most similar pairs of the sample that the banding missed."""
     chosen = [
-        ("stored pair of lowest similarity (whole index)", p["id_a"], p["id_b"], p["similarity"])
+        ("stored pair of lowest similarity (whole index)", p.id_a, p.id_b, p.similarity)
         for p in index.weakest_pairs(count)
     ]
     chosen += [

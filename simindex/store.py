@@ -17,7 +17,6 @@ import time
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import make_url
 
+from simindex.defaults import DEFAULT_LOCK_TIMEOUT, application_name
 from simindex.errors import DatabaseError, ParameterError
 from simindex.minhash import SIGNATURE_DTYPE
 from simindex.schema import (
@@ -44,8 +44,6 @@ DEFAULT_URL = "sqlite:///simindex.db"
 MAX_PARAMS = 30_000
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
-# Seconds a writer waits for another writer (its lock) before it gives up.
-DEFAULT_LOCK_TIMEOUT = 30.0
 # Dropping a retired banding's partition makes new queries queue behind it: each attempt
 # gives up after this long, and so many attempts are made, this far apart.
 DROP_LOCK_TIMEOUT_MS = 200
@@ -54,9 +52,6 @@ DROP_PAUSE = 0.5
 # A schema name simindex accepts: lower-case letters, digits and _, as PostgreSQL folds
 # unquoted names, so the name in SQL and in --schema are the same.
 SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-# What PostgreSQL's pg_stat_activity shows for simindex's connections (the CLI sets the
-# command's name), so a waiting writer can say who holds the lock.
-application_name: ContextVar[str] = ContextVar("application_name", default="simindex")
 log = logging.getLogger("simindex")
 
 
@@ -440,6 +435,32 @@ class Store:
             params,
         )
         return {int(i): bytes(blob) for i, blob in rows}
+
+    def external_ids_of(self, connection: Connection, ids: np.ndarray) -> list[str]:
+        """The external ids of document ids, in the order of ``ids``."""
+        among, params = self._among(ids.tolist(), "BIGINT")
+        rows = connection.execute(
+            sa.text(f"SELECT id, external_id FROM documents WHERE id {among}"), params
+        )
+        names = dict(rows.all())
+        return [names[i] for i in ids.tolist()]
+
+    def document_records(
+        self, connection: Connection, external_ids: Sequence[str]
+    ) -> dict[str, dict[str, Any]]:
+        """external id -> its stored external_id, text (None when not kept), metadata and
+        ingested_at, for those of ``external_ids`` that are indexed."""
+        query = select(
+            documents.c.external_id,
+            documents.c.text,
+            documents.c.metadata,
+            documents.c.ingested_at,
+        )
+        found: dict[str, dict[str, Any]] = {}
+        for chunk in _chunks(list(external_ids), MAX_PARAMS):
+            for row in connection.execute(query.where(documents.c.external_id.in_(chunk))):
+                found[row.external_id] = dict(row._mapping)
+        return found
 
     def documents_of(
         self, connection: Connection, ids: np.ndarray
@@ -984,28 +1005,22 @@ class Store:
     def weakest_pairs(
         self, connection: Connection, banding_id: int, limit: int
     ) -> list[dict[str, Any]]:
-        """The ``limit`` stored pairs of lowest similarity: id_a, id_b (external ids),
-        similarity (exact when known), least similar first."""
+        """The ``limit`` stored pairs of lowest similarity (rows like iter_pairs'), least
+        similar first."""
         query, similarity, order = _named_pairs(banding_id)
+        query = query.add_columns(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
         query = query.order_by(similarity, *order).limit(limit)
         return [dict(row) for row in connection.execute(query).mappings()]
 
-    def texts_of(
-        self, connection: Connection, external_ids: Sequence[str]
-    ) -> dict[str, str | None]:
-        """external id -> stored text (None when text is not kept) of those that exist."""
-        found: dict[str, str | None] = {}
-        for chunk in _chunks(list(external_ids), MAX_PARAMS):
-            query = select(documents.c.external_id, documents.c.text).where(
-                documents.c.external_id.in_(chunk)
-            )
-            found.update((e, t) for e, t in connection.execute(query))
-        return found
-
-    def pair_count(self, connection: Connection, banding_id: int) -> int:
-        return connection.scalar(
-            select(func.count()).select_from(pairs).where(pairs.c.banding_id == banding_id)
-        )
+    def pair_count(
+        self, connection: Connection, banding_id: int, threshold: float | None = None
+    ) -> int:
+        """Stored pairs of the banding (with similarity >= threshold, when given)."""
+        query = select(func.count()).select_from(pairs).where(pairs.c.banding_id == banding_id)
+        if threshold is not None:
+            similarity = func.coalesce(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
+            query = query.where(similarity >= threshold)
+        return connection.scalar(query)
 
     def exact_duplicate_groups(self, connection: Connection) -> int:
         """Number of content hashes shared by two or more documents."""

@@ -47,7 +47,7 @@ def test_the_main_job(db_url, tmp_path):
     stats = json.loads(run("stats", "--db", db_url, "--json").stdout)
     assert stats["documents"] == 100 and stats["exact_duplicate_groups"] == 4
 
-    run("reband", "--db", db_url, "--bands", "42", "--rows", "3", "--drop-old")
+    run("reband", "--db", db_url, "--bands", "42", "--rows", "3", "--drop-old", "--yes")
     bandings = json.loads(run("stats", "--db", db_url, "--json").stdout)["bandings"]
     assert [(b["bands"], b["rows"], b["is_active"]) for b in bandings] == [(42, 3, True)]
     run("db", "current", "--db", db_url)

@@ -51,7 +51,7 @@ def test_dedup_of_csv_to_gzip_and_parquet_with_the_longest_kept(tmp_path):
 def test_clusters_export_delete_and_evict(tmp_path):
     db = str(tmp_path / "i.db")
     run("ingest", str(NEWS), "--db", db)
-    run("pairs", "--db", db, "--show", "0")
+    run("pairs", "--db", db, "--top", "0")
     shown = run("clusters", "--db", db, "--rule", "longest")
     assert "18 clusters hold 36 documents" in shown.stderr
     run(
@@ -67,14 +67,14 @@ def test_clusters_export_delete_and_evict(tmp_path):
     )
     clusters = pq.read_table(tmp_path / "c.parquet").to_pylist()
     assert len(clusters) == 36 and sum(r["is_representative"] for r in clusters) == 18
-    removed = run("delete", "n003", "n019", "nope", "--db", db)
+    removed = run("delete", "n003", "n019", "nope", "--db", db, "--yes")
     assert "Removed 2 of 3 documents" in removed.stderr
     after = list(
         csv.DictReader(run("export", "--db", db, "--what", "clusters").stdout.splitlines())
     )
     assert len(after) == 34
-    assert "Removed 0 documents" in run("evict", "--db", db, "--days", "1").stderr
-    assert "Removed 98 documents" in run("evict", "--db", db, "--days", "0").stderr
+    assert "Removed 0 documents" in run("evict", "--db", db, "--days", "1", "--yes").stderr
+    assert "Removed 98 documents" in run("evict", "--db", db, "--days", "0", "--yes").stderr
 
 
 def test_dedup_and_evict_errors_are_one_line(tmp_path):

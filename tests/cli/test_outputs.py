@@ -47,7 +47,7 @@ def test_no_output_may_be_an_input_another_output_or_the_database(tmp_path):
     os.symlink(source, tmp_path / "soft.jsonl")
     db = tmp_path / "v.db"
     run("ingest", str(source), "--db", str(db))
-    run("pairs", "--db", str(db), "--show", "0")
+    run("pairs", "--db", str(db), "--top", "0")
     before = {p: p.read_bytes() for p in (source, db)}
     kept = str(tmp_path / "kept.jsonl")
     refused = [
@@ -103,7 +103,7 @@ def test_a_command_killed_while_writing_leaves_no_partial_file_and_no_scratch(
     output.write_text("the previous output\n")
     if command == "export":
         run("ingest", str(NEWS), "--db", db)
-        run("pairs", "--db", db, "--threshold", "0.3", "--show", "0")
+        run("pairs", "--db", db, "--threshold", "0.3", "--top", "0")
         args = ["export", "--db", db, "--threshold", "0.3", "-o", str(output)]
     else:
         args = ["dedup", str(NEWS), "-o", str(output)]
@@ -162,15 +162,15 @@ def _shards(directory) -> None:
 def test_parquet_and_a_directory_of_mixed_shards_give_the_pairs_of_json_lines(db_url, tmp_path):
     baseline = str(tmp_path / "baseline.db")
     run("ingest", str(NEWS), "--db", baseline)
-    run("pairs", "--db", baseline, "--threshold", "0.5", "--show", "0")
+    run("pairs", "--db", baseline, "--threshold", "0.5", "--top", "0")
     pq.write_table(pa.Table.from_pylist(ROWS), tmp_path / "news.parquet", row_group_size=30)
     _shards(tmp_path / "shards")
     ingested = run("ingest", str(tmp_path / "shards"), "--db", db_url)
     assert "Added 100 new documents" in ingested.stderr and "the index holds 100" in ingested.stderr
-    run("pairs", "--db", db_url, "--threshold", "0.5", "--show", "0")
+    run("pairs", "--db", db_url, "--threshold", "0.5", "--top", "0")
     from_parquet = str(tmp_path / "parquet.db")
     run("ingest", str(tmp_path / "news.parquet"), "--db", from_parquet)
-    run("pairs", "--db", from_parquet, "--threshold", "0.5", "--show", "0")
+    run("pairs", "--db", from_parquet, "--threshold", "0.5", "--top", "0")
     assert len(_pairs(baseline)) > 18
     assert _pairs(db_url) == _pairs(baseline) == _pairs(from_parquet)
     with Index.open(from_parquet) as index:
@@ -294,8 +294,8 @@ def test_ingest_counts_and_lists_empty_documents_instead_of_failing(db_url, tmp_
 def test_export_format_follows_the_name_and_clusters_say_rows_and_clusters(tmp_path):
     db = str(tmp_path / "v.db")
     run("ingest", str(NEWS), "--db", db)
-    run("pairs", "--db", db, "--show", "0")
-    run("clusters", "--db", db, "--show", "0")
+    run("pairs", "--db", db, "--top", "0")
+    run("clusters", "--db", db, "--top", "0")
     run("export", "--db", db, "-o", str(tmp_path / "pairs.parquet"))
     assert pq.read_table(tmp_path / "pairs.parquet").num_rows == 18
     exported = run("export", "--db", db, "--what", "clusters", "-o", str(tmp_path / "c.jsonl.gz"))

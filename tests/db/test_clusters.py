@@ -17,7 +17,7 @@ def _clusters(index: Index) -> dict[str, set[str]]:
     """cluster name -> member external ids."""
     found: dict[str, set[str]] = {}
     for row in index.clusters():
-        found.setdefault(row["cluster"], set()).add(row["external_id"])
+        found.setdefault(row.cluster, set()).add(row.external_id)
     return found
 
 
@@ -42,10 +42,10 @@ def test_clusters_are_the_components_of_the_exact_pairs(db_url, news):
     assert clusters == _exact_components(news, 0.5)
     assert report.clusters == len(clusters) and report.documents == len(rows)
     for row in rows:  # representatives come first and are similar to themselves
-        if row["is_representative"]:
-            assert row["cluster"] == row["external_id"] and row["similarity"] == 1.0
+        if row.is_representative:
+            assert row.cluster == row.external_id and row.similarity == 1.0
         else:
-            assert row["similarity"] >= 0.5
+            assert row.similarity >= 0.5
 
 
 def test_longest_representative(db_url):
@@ -72,11 +72,11 @@ def test_incremental_pairs_and_clusters_equal_a_full_run(db_url, news):
         index.add(news[60:])
         report = index.find_pairs()
         assert report.incremental
-        incremental_pairs = {(p["id_a"], p["id_b"]) for p in index.pairs()}
+        incremental_pairs = {(p.id_a, p.id_b) for p in index.pairs()}
         incremental_clusters = _clusters(index)
         full = index.find_pairs(full=True)
         assert not full.incremental
-        assert {(p["id_a"], p["id_b"]) for p in index.pairs()} == incremental_pairs
+        assert {(p.id_a, p.id_b) for p in index.pairs()} == incremental_pairs
         assert _clusters(index) == incremental_clusters == _exact_components(news, 0.5)
         # Nothing new: the incremental run verifies nothing.
         assert index.find_pairs().candidates == 0
@@ -98,9 +98,10 @@ def test_deleting_the_link_splits_the_cluster(db_url):
         index.find_pairs()
         index.cluster()
         assert _clusters(index) == {"a": {"a", "b", "c"}}
-        assert index.delete(["b", "nonexistent"]) == 1
+        removal = index.delete(["b", "nonexistent"])
+        assert (removal.removed, removal.not_found) == (["b"], ["nonexistent"])
         assert _clusters(index) == {}
-        assert {(p["id_a"], p["id_b"]) for p in index.pairs()} == set()
+        assert {(p.id_a, p.id_b) for p in index.pairs()} == set()
         assert index.stats()["documents"] == 3
         assert index.query("w25 w26 w27 w28 w29 w30 w31 w32 w33 w34", threshold=0.01)
 
@@ -111,7 +112,7 @@ def test_evict_removes_what_was_ingested_before(db_url):
         time.sleep(1.1)  # timestamps have one-second resolution on SQLite
         cutoff = datetime.now(UTC)
         index.add([("new-1", "a fresh story about sun")])
-        assert index.evict(cutoff) == 2
+        assert len(index.evict(cutoff).removed) == 2
         assert index.stats()["documents"] == 1
 
 
@@ -138,6 +139,6 @@ def test_cluster_ids_are_deterministic(tmp_path, news, rule):
             index.add(news)
             index.find_pairs()
             index.cluster(rule=rule)
-            names.append(sorted((r["external_id"], r["cluster"]) for r in index.clusters()))
+            names.append(sorted((r.external_id, r.cluster) for r in index.clusters()))
     assert names[0] == names[1]
     assert np.all([n[1] for n in names[0]])

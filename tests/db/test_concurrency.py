@@ -34,7 +34,7 @@ def test_point_queries_during_rebands_always_see_one_banding_and_never_wait_long
         index.add(news)
         index.find_pairs()
         best = next(iter(index.pairs()))
-    target, copy = best["id_a"], best["id_b"]
+    target, copy = best.id_a, best.id_b
 
     analyst = sa.create_engine(pg_url.replace("postgresql://", "postgresql+psycopg://"))
     with PointQueries(pg_url, target, copy) as queries, Index.open(pg_url) as writer:
@@ -102,7 +102,9 @@ def test_a_waiting_writer_says_who_holds_the_lock_and_gives_up_after_lock_timeou
         deadline = time.monotonic() + 60
         while True:
             started = time.perf_counter()
-            result = runner.invoke(app, ["delete", "b", "--db", pg_url, "--lock-timeout", "0.5"])
+            result = runner.invoke(
+                app, ["delete", "b", "--db", pg_url, "--lock-timeout", "0.5", "--yes"]
+            )
             waited = time.perf_counter() - started
             if result.exit_code != 0 or time.monotonic() > deadline:
                 break

@@ -97,13 +97,13 @@ def test_what_the_report_shows_beside_the_evaluation(db_url, news):
         assert index.stats()["cluster_sizes"] is None
         index.cluster()
         cluster_sizes = index.stats()["cluster_sizes"]
-        members = [row["cluster"] for row in index.clusters()]
+        members = [row.cluster for row in index.clusters()]
         weakest = index.weakest_pairs(3)
         texts = index.texts(["n001", "n002", "nosuch"])
 
     # Missed: the exact pairs >= floor that are not stored, most similar first.
     missed = evaluation.missed_pairs(100)
-    stored_pairs = {frozenset((p["id_a"], p["id_b"])) for p in stored}
+    stored_pairs = {frozenset((p.id_a, p.id_b)) for p in stored}
     assert not stored_pairs & {frozenset((a, b)) for a, b, _ in missed}
     assert len(missed) + len(stored) == evaluation.pair_similarity.size
     similarities = [s for _, _, s in missed]
@@ -112,8 +112,8 @@ def test_what_the_report_shows_beside_the_evaluation(db_url, news):
 
     sizes = np.unique(np.unique(members, return_counts=True)[1], return_counts=True)
     assert cluster_sizes == list(zip(sizes[0].tolist(), sizes[1].tolist()))
-    lowest = sorted(stored, key=lambda p: (p["similarity"], p["id_a"], p["id_b"]))[:3]
-    assert weakest == [{k: p[k] for k in ("id_a", "id_b", "similarity")} for p in lowest]
+    lowest = sorted(stored, key=lambda p: (p.similarity, p.id_a, p.id_b))[:3]
+    assert weakest == lowest
     text = {external_id: body for external_id, body, _ in news}
     assert texts == {"n001": text["n001"], "n002": text["n002"]}
 

@@ -19,7 +19,7 @@ from simindex.store import database_url
 
 
 def _pairs(index: Index, threshold: float) -> dict[tuple[str, str], float]:
-    return {(p["id_a"], p["id_b"]): p["similarity"] for p in index.pairs(threshold)}
+    return {(p.id_a, p.id_b): p.similarity for p in index.pairs(threshold)}
 
 
 def _truth(docs, threshold: float) -> dict[tuple[str, str], float]:
@@ -121,7 +121,7 @@ def test_pairs_are_refused_when_stale_or_found_at_a_higher_threshold(db_url, new
         index.find_pairs(0.8)
         with pytest.raises(SimindexError, match="found at threshold 0.8"):
             list(index.pairs(0.5))
-        assert all(p["similarity"] >= 0.9 for p in index.pairs(0.9))
+        assert all(p.similarity >= 0.9 for p in index.pairs(0.9))
         index.add(news[50:])
         with pytest.raises(SimindexError, match="documents were added since pairs were found"):
             list(index.pairs(0.8))

@@ -37,8 +37,8 @@ def _lowest_id(url: str) -> int:
 
 
 def _everything(index: Index) -> tuple[list, list, list]:
-    pairs = sorted((p["id_a"], p["id_b"], round(p["similarity"], 12)) for p in index.pairs())
-    clusters = sorted((c["external_id"], c["cluster"]) for c in index.clusters())
+    pairs = sorted((p.id_a, p.id_b, round(p.similarity, 12)) for p in index.pairs())
+    clusters = sorted((c.external_id, c.cluster) for c in index.clusters())
     return pairs, clusters, index.query_id("n003")
 
 

@@ -12,8 +12,8 @@ from simindex.errors import ParameterError
 
 
 def _pairs_and_clusters(index: Index) -> tuple[list, list]:
-    pairs = sorted((p["id_a"], p["id_b"], round(p["similarity"], 12)) for p in index.pairs())
-    clusters = sorted((c["external_id"], c["cluster"]) for c in index.clusters())
+    pairs = sorted((p.id_a, p.id_b, round(p.similarity, 12)) for p in index.pairs())
+    clusters = sorted((c.external_id, c.cluster) for c in index.clusters())
     return pairs, clusters
 
 
@@ -23,7 +23,7 @@ def test_replace_then_incremental_pairs_equals_a_full_rebuild(db_url, news):
         index.add(news)
         index.find_pairs()
         index.cluster()
-        assert ("n001", "n005") in {(p["id_a"], p["id_b"]) for p in index.pairs()}
+        assert ("n001", "n005") in {(p.id_a, p.id_b) for p in index.pairs()}
         # n005 (a near copy of n001) becomes a copy of n010; n020 of n030.
         corrected = [("n005", texts["n010"], None), ("n020", texts["n030"] + " Updated.", None)]
         result = index.add(corrected, on_duplicate="replace")

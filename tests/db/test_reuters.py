@@ -40,11 +40,10 @@ def test_reuters_recall_and_exact_export(db_url, corpus):
         index.add(docs)
         report = index.find_pairs()
         exported = {
-            tuple(sorted((p["id_a"], p["id_b"]), key=int)): p["exact_jaccard"]
-            for p in index.pairs()
+            tuple(sorted((p.id_a, p.id_b), key=int)): p.exact_jaccard for p in index.pairs()
         }
         index.cluster()
-        clusters = {(r["external_id"], r["cluster"]) for r in index.clusters()}
+        clusters = {(r.external_id, r.cluster) for r in index.clusters()}
     truth = {tuple(sorted(p, key=int)): j for p, j in truth.items()}
     strong = [p for p, j in truth.items() if j >= 0.85]
     recall = sum(p in exported for p in strong) / len(strong)

@@ -39,8 +39,8 @@ def test_two_indexes_share_a_database_next_to_a_warehouse_documents_table(pg_url
         index.find_pairs()
         jobs_pairs = list(index.pairs())
     assert news_pairs and jobs_pairs
-    assert not any(p["id_a"].startswith("job-") for p in news_pairs)
-    assert all(p["id_a"].startswith("job-") and p["id_b"].startswith("job-") for p in jobs_pairs)
+    assert not any(p.id_a.startswith("job-") for p in news_pairs)
+    assert all(p.id_a.startswith("job-") and p.id_b.startswith("job-") for p in jobs_pairs)
 
     with warehouse.connect() as connection:
         sql = connection.exec_driver_sql
