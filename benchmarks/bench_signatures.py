@@ -1,8 +1,10 @@
 """Benchmark: raw text -> MinHash signatures (char 5-grams, 128 values), simindex vs others.
 
 On the Reuters-21578 corpus ("text" field) it times, in one run and on the same documents:
-  * simindex    normalize + shingle_sets + signatures, in batches (numba, all cores), after an
-                untimed warm-up call so JIT compilation / cache loading is reported separately;
+  * simindex    normalize_batch + shingle_sets + signatures, in batches (numba, all cores), after an
+                untimed warm-up call so JIT compilation / cache loading is reported separately,
+                under scheme simindex-v2 (one-permutation hashing), simindex-v1 (128 hash
+                functions), and shingle_sets alone (the part both schemes share);
   * datasketch  normalize + Python 5-gram sets (utf-8 bytes) + MinHash.bulk, per batch;
   * rensa       normalize + Python 5-gram sets + RMinHash.update(list) / digest() per document;
 and, on their own, normalize and normalize + Python 5-gram sets (the part datasketch and rensa
@@ -39,6 +41,7 @@ from datasketch import MinHash
 from rensa import RMinHash
 
 from simindex import SignatureSpec, estimate_jaccard, normalize, shingle_sets, signatures
+from simindex.shingle import normalize_batch
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "reuters21578.jsonl.gz"
@@ -68,7 +71,10 @@ def py_shingles(text: str, k: int) -> set[str]:
 
 
 def simindex_pipeline(texts: list[str], spec: SignatureSpec) -> np.ndarray:
-    return signatures(shingle_sets([normalize(t) for t in texts], spec), spec)
+    return signatures(shingle_sets(normalize_batch(texts), spec), spec)
+
+
+V1 = SignatureSpec(scheme="simindex-v1")
 
 
 def timed(fn, *args) -> tuple[float, object]:
@@ -80,6 +86,15 @@ def timed(fn, *args) -> tuple[float, object]:
 # Each pipeline takes (texts, spec, batch_size); only simindex and datasketch work per batch.
 def run_simindex(texts, spec, size):
     return np.concatenate([simindex_pipeline(batch, spec) for batch in batches(texts, size)])
+
+
+def run_simindex_v1(texts, spec, size):
+    return run_simindex(texts, V1, size)
+
+
+def run_simindex_shingles(texts, spec, size):
+    for batch in batches(texts, size):
+        shingle_sets(normalize_batch(batch), spec)
 
 
 def run_normalize(texts, spec, size):
@@ -106,7 +121,9 @@ def run_rensa(texts, spec, size):
 
 
 PIPELINES = [
-    ("simindex: normalize + shingle_sets + signatures", run_simindex),
+    ("simindex-v2: normalize_batch + shingle_sets + signatures", run_simindex),
+    ("simindex-v1: normalize_batch + shingle_sets + signatures", run_simindex_v1),
+    ("simindex: normalize_batch + shingle_sets (both schemes)", run_simindex_shingles),
     ("Python: normalize only", run_normalize),
     ("Python: normalize + 5-gram sets (part of both below)", run_shingling),
     ("datasketch 2.0: Python shingling + MinHash.bulk", run_datasketch),
@@ -162,7 +179,7 @@ def versions() -> str:
 
 
 def table(rows: list[tuple[str, float]], n_docs: int, reference: float) -> str:
-    lines = ["| pipeline | seconds | docs/s | simindex docs/s ÷ this |", "|---|---:|---:|---:|"]
+    lines = ["| pipeline | seconds | docs/s | simindex-v2 docs/s ÷ this |", "|---|---:|---:|---:|"]
     for name, secs in rows:
         lines.append(f"| {name} | {secs:.2f} | {n_docs / secs:,.0f} | {secs / reference:.1f}× |")
     return "\n".join(lines)
@@ -199,6 +216,7 @@ def main() -> None:
     print(f"{n:,} non-empty documents, {sum(map(len, texts)):,} characters; {spec.describe()}")
 
     warmup, _ = timed(simindex_pipeline, texts[:8], spec)
+    simindex_pipeline(texts[:8], V1)
     rows, sigs = [], None
     for name, run in PIPELINES:
         secs, out = timed(run, texts, spec, args.batch_size)

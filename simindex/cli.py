@@ -38,7 +38,9 @@ from simindex.defaults import (
     DEFAULT_MAX_BUCKET_SIZE,
     DEFAULT_RECALL,
     DEFAULT_SAMPLE,
+    DEFAULT_SCHEME,
     DEFAULT_THRESHOLD,
+    SCHEMES,
     application_name,
 )
 from simindex.errors import InputError, LowRecallWarning, ParameterError, SimindexError
@@ -182,6 +184,14 @@ class Rule(StrEnum):
     longest = "longest"
 
 
+Scheme = StrEnum("Scheme", {name: name for name in SCHEMES})  # type: ignore[misc]
+NEW_INDEX_SCHEME = Scheme(DEFAULT_SCHEME)
+SCHEME_HELP = (
+    "Signature scheme (docs/spec.md): simindex-v2 hashes each shingle once into num_perm "
+    "bins; simindex-v1 hashes it num_perm times."
+)
+
+
 class Shingle(StrEnum):
     char = "char"
     word = "word"
@@ -264,6 +274,7 @@ def init(
     ] = Shingle.char,
     k: Annotated[int, typer.Option("-k", "--k", help="Shingle length in characters or words.")] = 5,
     seed: Annotated[int, typer.Option(help="Seed of the MinHash functions.")] = 1,
+    scheme: Annotated[Scheme, typer.Option(help=SCHEME_HELP)] = NEW_INDEX_SCHEME,
     keep_text: Annotated[
         bool, typer.Option(help="Store document text (enables exact verification).")
     ] = True,
@@ -272,7 +283,9 @@ def init(
     from simindex.index import Index
     from simindex.spec import SignatureSpec
 
-    spec = SignatureSpec(shingle=shingle.value, k=k, num_perm=num_perm, seed=seed)
+    spec = SignatureSpec(
+        shingle=shingle.value, k=k, num_perm=num_perm, seed=seed, scheme=scheme.value
+    )
     with Index.create(
         db,
         spec,
@@ -694,11 +707,16 @@ def dedup(
         Path,
         typer.Option(help="With --on-error skip: where skipped records are listed (JSON lines)."),
     ] = Path("simindex-errors.jsonl"),
+    scheme: Annotated[
+        Scheme | None,
+        typer.Option(help=f"{SCHEME_HELP} Default: --db's, or {DEFAULT_SCHEME} for a new index."),
+    ] = None,
 ) -> None:
     """Write INPUT without its near-duplicates: one record kept per cluster."""
     paths = expand_inputs([input_file])
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     from simindex.index import Index
+    from simindex.spec import SignatureSpec
 
     logged = [error_log] if on_error is Policy.skip else []
     check_outputs([output, dropped, *logged], paths, db if db else False)
@@ -711,6 +729,7 @@ def dedup(
         index, created = Index.open_or_create(  # the schema is --db's: a scratch file has none
             db or str(Path(scratch) / "dedup.db"),
             threshold=threshold,
+            spec=SignatureSpec(scheme=scheme.value) if scheme else None,
             schema=schema if db else None,
             lock_timeout=lock_timeout,
         )

@@ -23,3 +23,9 @@ DEFAULT_LOCK_TIMEOUT = 30.0
 # What PostgreSQL's pg_stat_activity shows for simindex's connections (the CLI sets the
 # command's name), so a waiting writer can say who holds the lock.
 application_name: ContextVar[str] = ContextVar("application_name", default="simindex")
+# Signature schemes (docs/spec.md): new indexes get DEFAULT_SCHEME; simindex-v1 stays one
+# option away, and every index made before v2 existed is a v1 index.
+SCHEME_V1 = "simindex-v1"
+SCHEME_V2 = "simindex-v2"
+SCHEMES = (SCHEME_V1, SCHEME_V2)
+DEFAULT_SCHEME = SCHEME_V2

@@ -47,12 +47,13 @@ from simindex.errors import (
     LowRecallWarning,
     ParameterError,
     SimindexError,
+    SpecMismatchError,
 )
 from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
 from simindex.evaluate import evaluate as evaluate_sample
 from simindex.minhash import signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
-from simindex.shingle import ShingleSets, content_hash, normalize, shingle_sets
+from simindex.shingle import ShingleSets, normalize, normalize_batch, shingle_sets
 from simindex.spec import SignatureSpec
 from simindex.store import (
     DEFAULT_LOCK_TIMEOUT,
@@ -343,15 +344,23 @@ class Index:
         **create_options: Any,
     ) -> tuple[Index, bool]:
         """Open the index at ``url``, creating it (with ``create_options``) if the database
-        has none. Returns (index, created)."""
+        has none. Returns (index, created). An existing index of another scheme than
+        ``create_options["spec"]``'s is refused (SpecMismatchError): schemes never mix."""
         store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:
             exists = store.has_tables(connection)
         store.engine.dispose()
         where = {"schema": schema, "lock_timeout": lock_timeout}
-        if exists:
-            return cls.open(url, **where), False
-        return cls.create(url, **where, **create_options), True
+        if not exists:
+            return cls.create(url, **where, **create_options), True
+        index = cls.open(url, **where)
+        if spec := create_options.get("spec"):
+            try:
+                index.spec.require_scheme(spec.scheme)
+            except SpecMismatchError:
+                index.close()
+                raise
+        return index, False
 
     def close(self) -> None:
         self._store.engine.dispose()
@@ -434,14 +443,14 @@ class Index:
         """Validate, normalize, shingle, MinHash and band a batch: no database work, so it
         runs ahead in a worker thread (see _ahead)."""
         external_ids, texts, metadata = _unpack_documents(documents, max_chars)
-        normalized = [normalize(t) for t in texts]
+        normalized = normalize_batch(texts)
         sets = shingle_sets(normalized, self.spec)
         sigs = signatures(sets, self.spec)
         return _Batch(
             external_ids=external_ids,
             texts=texts,
             metadata=metadata,
-            content_hashes=[content_hash(t) for t in normalized],
+            content_hashes=normalized.content_hashes(),
             sets=sets,
             signatures=sigs,
             keys={b["id"]: lsh.band_keys(sigs, b["bands"], b["rows"]) for b in bandings},
@@ -642,7 +651,7 @@ class Index:
         names = [rows[int(i)][0] for i in ids]
         if not self.keep_text:
             return Profiles(sigs, None), names
-        sets = shingle_sets([normalize(rows[int(i)][1] or "") for i in ids], self.spec)
+        sets = shingle_sets(normalize_batch([rows[int(i)][1] or "" for i in ids]), self.spec)
         return Profiles(sigs, sets), names
 
     # -- pairs -----------------------------------------------------------------------------

@@ -3,6 +3,9 @@
 Work is done for a whole batch at once: the batch's normalized texts become one array of
 Unicode code points, and one compiled kernel (numba, parallel over documents) writes each
 document's sorted, distinct shingle hashes. Memory is O(total characters in the batch).
+:func:`normalize_batch` does the whitespace step of normalization in a kernel too (Python's
+split and join were the largest single cost of signing under simindex-v2) and hands the
+code points straight to shingling.
 """
 
 from __future__ import annotations
@@ -32,6 +35,122 @@ def normalize(text: str) -> str:
     """Scheme v1 normalization: Unicode NFKC, then ``str.lower()``, then every run of
     whitespace (``str.split()``) becomes one space, with none at either end."""
     return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+
+@dataclass(frozen=True)
+class NormalizedBatch:
+    """The normalized texts of a batch (see :func:`normalize`), laid out for the kernels.
+
+    utf8, utf8_offsets: the texts' UTF-8 bytes (uint8), concatenated; text i is
+    ``utf8[utf8_offsets[i]:utf8_offsets[i + 1]]``.
+    code_points, offsets: their Unicode code points (uint32), concatenated, likewise.
+    """
+
+    utf8: np.ndarray
+    utf8_offsets: np.ndarray
+    code_points: np.ndarray
+    offsets: np.ndarray
+
+    def __len__(self) -> int:
+        return self.offsets.shape[0] - 1
+
+    def content_hashes(self) -> list[int]:
+        """:func:`content_hash` of each text."""
+        view, bounds = memoryview(self.utf8), self.utf8_offsets.tolist()
+        return [
+            xxhash.xxh3_64_intdigest(view[bounds[i] : bounds[i + 1]]) & MASK63
+            for i in range(len(self))
+        ]
+
+
+def normalize_batch(texts: Sequence[str]) -> NormalizedBatch:
+    """:func:`normalize` of every text, as one :class:`NormalizedBatch` (equal results: the
+    NFKC and lowercase steps are the same calls; the whitespace step is a kernel)."""
+    raw = [unicodedata.normalize("NFKC", t).lower().encode("utf-8") for t in texts]
+    raw_offsets = np.zeros(len(raw) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=raw_offsets[1:])
+    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    # Collapsing whitespace only shortens a text, and it has no more code points than bytes:
+    # each text's span of raw_offsets is room enough for both outputs.
+    utf8 = np.empty(max(data.shape[0], 1), dtype=np.uint8)
+    code_points = np.empty(max(data.shape[0], 1), dtype=np.uint32)
+    utf8_lengths = np.empty(len(raw), dtype=np.int64)
+    lengths = np.empty(len(raw), dtype=np.int64)
+    _collapse_whitespace(data, raw_offsets, utf8, utf8_lengths, code_points, lengths)
+    utf8_offsets, offsets = _offsets(utf8_lengths), _offsets(lengths)
+    packed_utf8 = np.empty(int(utf8_offsets[-1]), dtype=np.uint8)
+    packed_code_points = np.empty(int(offsets[-1]), dtype=np.uint32)
+    _compact(utf8, raw_offsets, utf8_offsets, packed_utf8)
+    _compact(code_points, raw_offsets, offsets, packed_code_points)
+    return NormalizedBatch(packed_utf8, utf8_offsets, packed_code_points, offsets)
+
+
+def _offsets(lengths: np.ndarray) -> np.ndarray:
+    offsets = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return offsets
+
+
+@njit(inline="always", cache=True)
+def _is_space(c):
+    """str.isspace() (what str.split() splits on): the 29 code points of docs/spec.md."""
+    if c <= 0x20:
+        return c == 0x20 or 0x09 <= c <= 0x0D or 0x1C <= c <= 0x1F
+    if c < 0x85:
+        return False
+    return (
+        c == 0x85
+        or c == 0xA0
+        or c == 0x1680
+        or 0x2000 <= c <= 0x200A
+        or c == 0x2028
+        or c == 0x2029
+        or c == 0x202F
+        or c == 0x205F
+        or c == 0x3000
+    )
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _collapse_whitespace(data, offsets, utf8, utf8_lengths, code_points, lengths):
+    """Decode each text's UTF-8 and drop its whitespace runs, writing one space between
+    non-space runs: the text's bytes to ``utf8`` and code points to ``code_points``, both at
+    the text's own start offset (valid UTF-8 in: it comes from str.encode)."""
+    for i in prange(offsets.shape[0] - 1):
+        start, end = offsets[i], offsets[i + 1]
+        byte_out = cp_out = start
+        pending_space = False
+        j = start
+        while j < end:
+            lead = np.int64(data[j])
+            if lead < 0x80:
+                c, width = lead, 1
+            elif lead < 0xE0:
+                c, width = ((lead & 0x1F) << 6) | (np.int64(data[j + 1]) & 0x3F), 2
+            elif lead < 0xF0:
+                c = ((lead & 0x0F) << 12) | ((np.int64(data[j + 1]) & 0x3F) << 6)
+                c, width = c | (np.int64(data[j + 2]) & 0x3F), 3
+            else:
+                c = ((lead & 0x07) << 18) | ((np.int64(data[j + 1]) & 0x3F) << 12)
+                c = c | ((np.int64(data[j + 2]) & 0x3F) << 6)
+                c, width = c | (np.int64(data[j + 3]) & 0x3F), 4
+            if _is_space(c):
+                pending_space = cp_out > start
+            else:
+                if pending_space:
+                    utf8[byte_out] = _SPACE
+                    code_points[cp_out] = _SPACE
+                    byte_out += 1
+                    cp_out += 1
+                    pending_space = False
+                for q in range(width):
+                    utf8[byte_out + q] = data[j + q]
+                byte_out += width
+                code_points[cp_out] = c
+                cp_out += 1
+            j += width
+        utf8_lengths[i] = byte_out - start
+        lengths[i] = cp_out - start
 
 
 def content_hash(normalized: str) -> int:
@@ -74,22 +193,27 @@ class ShingleSets:
         return ShingleSets(self.hashes[starts + np.arange(offsets[-1])], offsets)
 
 
-def shingle_sets(normalized_texts: Sequence[str], spec: SignatureSpec) -> ShingleSets:
-    """Shingle hash sets of already-normalized texts (see :func:`normalize`)."""
-    lengths = np.fromiter(
-        (len(t) for t in normalized_texts), dtype=np.int64, count=len(normalized_texts)
-    )
-    offsets = np.zeros(len(normalized_texts) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    code_points = np.frombuffer("".join(normalized_texts).encode("utf-32-le"), dtype=np.uint32)
+def shingle_sets(
+    normalized_texts: Sequence[str] | NormalizedBatch, spec: SignatureSpec
+) -> ShingleSets:
+    """Shingle hash sets of already-normalized texts (see :func:`normalize` and
+    :func:`normalize_batch`)."""
+    if isinstance(normalized_texts, NormalizedBatch):
+        code_points, offsets = normalized_texts.code_points, normalized_texts.offsets
+    else:
+        offsets = _offsets(
+            np.fromiter(
+                (len(t) for t in normalized_texts), dtype=np.int64, count=len(normalized_texts)
+            )
+        )
+        code_points = np.frombuffer("".join(normalized_texts).encode("utf-32-le"), dtype=np.uint32)
     # A document of L > 0 code points has at most L shingles, so its code-point span of
     # `scratch` is room enough; empty documents get none.
     scratch = np.empty(max(int(offsets[-1]), 1), dtype=np.uint64)
     spare = np.empty_like(scratch)  # room for the sort
-    counts = np.empty(len(normalized_texts), dtype=np.int64)
+    counts = np.empty(offsets.shape[0] - 1, dtype=np.int64)
     _shingle_kernel(code_points, offsets, spec.shingle == "word", spec.k, scratch, spare, counts)
-    out_offsets = np.zeros_like(offsets)
-    np.cumsum(counts, out=out_offsets[1:])
+    out_offsets = _offsets(counts)
     hashes = np.empty(int(out_offsets[-1]), dtype=np.uint64)
     _compact(scratch, offsets, out_offsets, hashes)
     return ShingleSets(hashes, out_offsets)

@@ -12,10 +12,11 @@ from typing import Literal
 
 import numpy as np
 
+from simindex.defaults import DEFAULT_SCHEME, SCHEME_V1, SCHEMES
+from simindex.defaults import SCHEME_V2 as SCHEME_V2  # v1: MinHash; v2: one permutation
 from simindex.errors import ParameterError, SpecMismatchError
 from simindex.hashing import splitmix64_stream
 
-SCHEME_VERSION = "simindex-v1"
 NORMALIZATION = "nfkc-lower-space"
 MAX_NUM_PERM = 4096
 MAX_K = 64
@@ -25,8 +26,10 @@ ShingleKind = Literal["char", "word"]
 
 @dataclass(frozen=True)
 class SignatureSpec:
-    """Parameters of signature scheme v1.
+    """Parameters of a signature scheme (docs/spec.md).
 
+    scheme: ``"simindex-v2"`` (default: one hash per shingle, num_perm bins) or
+    ``"simindex-v1"`` (num_perm hashes per shingle); both share everything but the signature.
     shingle: ``"char"`` (k consecutive Unicode code points) or ``"word"`` (k consecutive words).
     k: shingle length, 1..64 (default 5 characters).
     num_perm: number of MinHash functions = signature length, 1..4096 (default 128).
@@ -38,17 +41,17 @@ class SignatureSpec:
     num_perm: int = 128
     seed: int = 1
     normalization: str = NORMALIZATION
-    scheme: str = SCHEME_VERSION
+    scheme: str = DEFAULT_SCHEME
 
     def __post_init__(self) -> None:
-        if self.scheme != SCHEME_VERSION:
+        if self.scheme not in SCHEMES:
             raise SpecMismatchError(
                 f"signature scheme {self.scheme!r} is not supported by this simindex "
-                f"(it knows {SCHEME_VERSION!r}); upgrade simindex to read this index"
+                f"(it knows {', '.join(SCHEMES)}); upgrade simindex to read this index"
             )
         if self.normalization != NORMALIZATION:
             raise ParameterError(
-                f"normalization {self.normalization!r} is unknown; scheme {SCHEME_VERSION} "
+                f"normalization {self.normalization!r} is unknown; scheme {self.scheme} "
                 f"defines only {NORMALIZATION!r}"
             )
         if self.shingle not in ("char", "word"):
@@ -66,12 +69,26 @@ class SignatureSpec:
 
     @cached_property
     def coefficients(self) -> tuple[np.ndarray, np.ndarray]:
-        """MinHash coefficients (a, b), each uint64 of shape (num_perm,); every a is odd.
+        """v1's MinHash coefficients (a, b), each uint64 of shape (num_perm,); every a is odd.
 
         Drawn in order a_0, b_0, a_1, b_1, ... from splitmix64 started at ``seed``.
         """
         stream = splitmix64_stream(self.seed, 2 * self.num_perm)
         return stream[0::2] | np.uint64(1), stream[1::2]
+
+    @cached_property
+    def bin_keys(self) -> tuple[np.uint64, np.uint64]:
+        """v2's two keys: the first two splitmix64 outputs from ``seed`` (bin hash, densification)."""
+        bin_key, densify_key = splitmix64_stream(self.seed, 2)
+        return bin_key, densify_key
+
+    def require_scheme(self, scheme: str | None) -> None:
+        """Refuse to mix: an index made under this spec takes no signatures of another scheme."""
+        if scheme is not None and scheme != self.scheme:
+            raise SpecMismatchError(
+                f"the index uses signature scheme {self.scheme}, not {scheme}: signatures of "
+                "two schemes can't be compared; drop the scheme option or use another database"
+            )
 
     def to_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -82,7 +99,8 @@ class SignatureSpec:
 
     def describe(self) -> str:
         unit = "character" if self.shingle == "char" else "word"
+        values = "hashes" if self.scheme == SCHEME_V1 else "bins"
         return (
-            f"{self.scheme}: {self.k}-{unit} shingles, {self.num_perm} hashes, seed {self.seed}, "
+            f"{self.scheme}: {self.k}-{unit} shingles, {self.num_perm} {values}, seed {self.seed}, "
             f"normalization {self.normalization}"
         )

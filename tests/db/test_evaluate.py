@@ -68,8 +68,8 @@ def test_evaluate_agrees_with_a_brute_force_count(db_url, news, sample):
     if sample >= len(news):  # the whole corpus: the numbers of the README's demo
         assert (above.sum(), strong.sum(), shares_key.sum()) == (30, 18, 29)
         assert result.candidate_recall == 1.0
-        assert result.verification("estimate") == {"pairs": 19, "recall": 17 / 18,
-                                                   "precision": 17 / 19}  # fmt: skip
+        assert result.verification("estimate") == {"pairs": 20, "recall": 18 / 18,
+                                                   "precision": 18 / 20}  # fmt: skip
 
 
 def test_evaluate_needs_text_and_a_floor_below_the_threshold(tmp_path, news):
@@ -142,10 +142,12 @@ EVERYTHING = 100_000  # a sample larger than Reuters: all 21,577 documents (~25 
 @pytest.fixture(scope="module")
 def reuters_index(reuters, tmp_path_factory):
     """Reuters (without its empty texts) in a SQLite index with the default 20 x 5, and how
-    many candidate pairs find_pairs really makes."""
+    many candidate pairs find_pairs really makes. Scheme simindex-v1: the S-curve is the exact
+    model of its independent hash functions (v2's bins sample shingles without replacement,
+    which puts its mid-curve rates a little below; benchmarks/bench_schemes.py measures it)."""
     docs = [d for d in reuters if normalize(d[1])]
     url = f"sqlite:///{tmp_path_factory.mktemp('reuters') / 'index.db'}"
-    with Index.create(url) as index:
+    with Index.create(url, SignatureSpec(scheme="simindex-v1")) as index:
         index.add(docs)
         report = index.find_pairs()
     assert report.hot_buckets == 0  # so every pair sharing a key is a candidate

@@ -1,10 +1,11 @@
-"""Generate tests/golden/vectors.json from the simindex library (run once, then commit).
+"""Generate a scheme's golden vectors from the simindex library (run once, then commit).
 
-    .venv/bin/python tests/golden/make_vectors.py
+    .venv/bin/python tests/golden/make_vectors.py simindex-v1   # -> vectors.json
+    .venv/bin/python tests/golden/make_vectors.py simindex-v2   # -> vectors-v2.json
 
-The vectors pin signature scheme v1 ("simindex-v1", docs/spec.md). Once written they must
-never be edited to make a test pass: every index built with simindex stores these values, so
-a change to any of them is a new scheme (a new SCHEME_VERSION), not a fix to the vectors.
+The vectors pin a signature scheme (docs/spec.md). Once written they must never be edited
+to make a test pass: every index built with simindex stores these values, so a change to any
+of them is a new scheme (a new name in simindex.spec.SCHEMES), not a fix to the vectors.
 Regenerating is only legitimate when adding new texts or cases; the test compares the old
 vectors against the library, so check `git diff` shows additions only.
 """
@@ -22,9 +23,12 @@ import numpy as np
 from simindex.banding import band_keys
 from simindex.minhash import signatures
 from simindex.shingle import content_hash, normalize, shingle_sets
-from simindex.spec import NORMALIZATION, SCHEME_VERSION, SignatureSpec
+from simindex.spec import NORMALIZATION, SCHEME_V1, SCHEME_V2, SignatureSpec
 
-OUT = Path(__file__).with_name("vectors.json")
+VECTOR_FILES = {
+    SCHEME_V1: Path(__file__).with_name("vectors.json"),
+    SCHEME_V2: Path(__file__).with_name("vectors-v2.json"),
+}
 FIRST_HASHES = 8
 
 # (id, description, text, extra cases beyond the default char k=5 / 128 / seed 1).
@@ -136,8 +140,8 @@ TEXTS: list[tuple[str, str, str, list[dict]]] = [
 BANDINGS = {128: [(20, 5), (42, 3)], 16: [(4, 4), (5, 3)]}
 
 
-def case(normalized: str, params: dict) -> dict:
-    spec = SignatureSpec(**params)
+def case(normalized: str, params: dict, scheme: str) -> dict:
+    spec = SignatureSpec(**params, scheme=scheme)
     sets = shingle_sets([normalized], spec)
     hashes = sets[0]
     out = {
@@ -158,7 +162,7 @@ def case(normalized: str, params: dict) -> dict:
     return out
 
 
-def build() -> dict:
+def build(scheme: str) -> dict:
     vectors = []
     for vid, description, text, extra in TEXTS:
         normalized = normalize(text)
@@ -170,14 +174,14 @@ def build() -> dict:
                 "normalized": normalized,
                 "code_points": len(normalized),
                 "content_hash": content_hash(normalized),
-                "cases": [case(normalized, params) for params in [DEFAULT, *extra]],
+                "cases": [case(normalized, params, scheme) for params in [DEFAULT, *extra]],
             }
         )
     return {
-        "scheme": SCHEME_VERSION,
+        "scheme": scheme,
         "normalization": NORMALIZATION,
         "note": (
-            "Golden vectors of signature scheme simindex-v1 (docs/spec.md). Never edit these "
+            f"Golden vectors of signature scheme {scheme} (docs/spec.md). Never edit these "
             "values: a change to stored data needs a new scheme version."
         ),
         "generated_with": {
@@ -200,8 +204,11 @@ def dumps(data: dict) -> str:
 
 
 def main() -> None:
-    OUT.write_text(dumps(build()) + "\n", encoding="utf-8")
-    print(f"wrote {OUT}")
+    if len(sys.argv) != 2 or sys.argv[1] not in VECTOR_FILES:
+        sys.exit(f"usage: make_vectors.py {{{','.join(VECTOR_FILES)}}}")
+    out = VECTOR_FILES[sys.argv[1]]
+    out.write_text(dumps(build(sys.argv[1])) + "\n", encoding="utf-8")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

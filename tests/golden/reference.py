@@ -1,4 +1,5 @@
-"""An independent, slow, pure-Python implementation of signature scheme v1 ("simindex-v1").
+"""An independent, slow, pure-Python implementation of signature schemes "simindex-v1" and
+"simindex-v2" (they differ only in section 5, the signature).
 
 Written from docs/spec.md, not from the simindex sources: plain Python integers with explicit
 masking, no numpy and no numba. Its only job is to be obviously correct, so that the golden
@@ -11,7 +12,8 @@ import unicodedata
 
 import xxhash
 
-SCHEME = "simindex-v1"
+SCHEME_V1 = "simindex-v1"
+SCHEME_V2 = "simindex-v2"
 NORMALIZATION = "nfkc-lower-space"
 
 MASK32 = 0xFFFF_FFFF
@@ -119,16 +121,48 @@ def coefficients(num_perm: int, seed: int) -> list[tuple[int, int]]:
     return [(stream[2 * i] | 1, stream[2 * i + 1]) for i in range(num_perm)]
 
 
-def signature(hashes: list[int], num_perm: int = 128, seed: int = 1) -> list[int]:
-    """MinHash signature of a non-empty set of shingle hashes: num_perm uint32 values."""
+def signature(
+    hashes: list[int], num_perm: int = 128, seed: int = 1, scheme: str = SCHEME_V1
+) -> list[int]:
+    """Signature of a non-empty set of shingle hashes under ``scheme``: num_perm uint32 values."""
     if not hashes:
         raise ValueError("an empty shingle set has no signature")
     if not 1 <= num_perm <= 4096 or not 0 <= seed < 2**63:
         raise ValueError((num_perm, seed))
     distinct = set(hashes)
+    if scheme == SCHEME_V2:
+        return one_permutation_signature(distinct, num_perm, seed)
+    if scheme != SCHEME_V1:
+        raise ValueError(scheme)
     sig = []
     for a, b in coefficients(num_perm, seed):
         sig.append(min(((a * x + b) & MASK64) >> 32 for x in distinct))
+    return sig
+
+
+def bin_of(x: int, num_bins: int) -> int:
+    """The high 32 bits of a u64 scaled to 0..num_bins-1."""
+    return ((x >> 32) * num_bins) >> 32
+
+
+def one_permutation_signature(distinct: set[int], num_bins: int, seed: int) -> list[int]:
+    """v2: each shingle goes to one bin, a bin keeps its smallest value, and each empty bin
+    copies the first filled bin that its own sequence of densification hashes lands on."""
+    bin_key, densify_key = splitmix64(seed, 2)
+    filled: dict[int, int] = {}
+    for x in distinct:
+        hashed = mix64(x ^ bin_key)
+        target, value = bin_of(hashed, num_bins), hashed & MASK32
+        filled[target] = min(value, filled.get(target, value))
+    sig = []
+    for i in range(num_bins):
+        attempt = 0
+        source = i
+        while source not in filled:
+            attempt += 1
+            assert attempt < 2**32
+            source = bin_of(mix64(densify_key ^ ((i << 32) | attempt)), num_bins)
+        sig.append(filled[source])
     return sig
 
 

@@ -1,10 +1,11 @@
-"""Golden vectors of signature scheme v1 ("simindex-v1", docs/spec.md).
+"""Golden vectors of signature schemes "simindex-v1" (vectors.json) and "simindex-v2"
+(vectors-v2.json), docs/spec.md.
 
-Every index stores content hashes, shingle counts, signatures and band keys computed by this
+Every index stores content hashes, shingle counts, signatures and band keys computed by its
 scheme. If a test here fails, the code changed what stored data means: old indexes would
-silently stop matching new documents. The fix is never to edit vectors.json; either restore
-the old behaviour, or introduce a new scheme version (simindex.spec.SCHEME_VERSION) with its
-own spec and vectors.
+silently stop matching new documents. The fix is never to edit the vectors; either restore
+the old behaviour, or introduce a new scheme version (simindex.spec.SCHEMES) with its own
+spec and vectors.
 """
 
 from __future__ import annotations
@@ -21,15 +22,25 @@ from hypothesis import strategies as st
 
 from simindex.banding import band_keys
 from simindex.minhash import SIGNATURE_DTYPE, pack, signatures, unpack
-from simindex.shingle import content_hash, normalize, shingle_sets
-from simindex.spec import NORMALIZATION, SCHEME_VERSION, SignatureSpec
+from simindex.shingle import content_hash, normalize, normalize_batch, shingle_sets
+from simindex.spec import NORMALIZATION, SCHEME_V1, SCHEME_V2, SCHEMES, SignatureSpec
 
 sys.path.insert(0, str(Path(__file__).parent))
 import reference  # noqa: E402
 
-VECTORS = json.loads(Path(__file__).with_name("vectors.json").read_text(encoding="utf-8"))
-CASES = [(v, c) for v in VECTORS["vectors"] for c in v["cases"]]
-CASE_IDS = [f"{v['id']}-{c['shingle']}{c['k']}-{c['num_perm']}-s{c['seed']}" for v, c in CASES]
+VECTOR_FILES = {SCHEME_V1: "vectors.json", SCHEME_V2: "vectors-v2.json"}
+ALL_VECTORS = {
+    scheme: json.loads(Path(__file__).with_name(name).read_text(encoding="utf-8"))
+    for scheme, name in VECTOR_FILES.items()
+}
+VECTORS = ALL_VECTORS[SCHEME_V1]  # the text-level values (normalization to shingles) are shared
+CASES = [
+    (scheme, v, c) for scheme, vs in ALL_VECTORS.items() for v in vs["vectors"] for c in v["cases"]
+]
+CASE_IDS = [
+    f"{scheme[-2:]}-{v['id']}-{c['shingle']}{c['k']}-{c['num_perm']}-s{c['seed']}"
+    for scheme, v, c in CASES
+]
 
 STORED_DATA = (
     "signature scheme {scheme} changed: {what} differs from tests/golden/vectors.json for "
@@ -39,24 +50,45 @@ STORED_DATA = (
 )
 
 
-def _msg(what: str, vid: str) -> str:
-    return STORED_DATA.format(scheme=VECTORS["scheme"], what=what, vid=vid)
+def _msg(what: str, vid: str, scheme: str = SCHEME_V1) -> str:
+    return STORED_DATA.format(scheme=scheme, what=what, vid=vid)
 
 
 def _bandings(case: dict) -> list[tuple[int, int]]:
     return [tuple(int(x) for x in name.split("x")) for name in case["band_keys"]]
 
 
-def _spec(case: dict) -> SignatureSpec:
+def _spec(case: dict, scheme: str) -> SignatureSpec:
     return SignatureSpec(
-        shingle=case["shingle"], k=case["k"], num_perm=case["num_perm"], seed=case["seed"]
+        shingle=case["shingle"],
+        k=case["k"],
+        num_perm=case["num_perm"],
+        seed=case["seed"],
+        scheme=scheme,
     )
 
 
-def test_vector_file_is_for_this_scheme():
-    assert VECTORS["scheme"] == SCHEME_VERSION == reference.SCHEME
-    assert VECTORS["normalization"] == NORMALIZATION == reference.NORMALIZATION
-    assert len(VECTORS["vectors"]) >= 12
+def test_vector_files_are_for_their_schemes():
+    assert set(ALL_VECTORS) == set(SCHEMES) == {reference.SCHEME_V1, reference.SCHEME_V2}
+    for scheme, vectors in ALL_VECTORS.items():
+        assert vectors["scheme"] == scheme
+        assert vectors["normalization"] == NORMALIZATION == reference.NORMALIZATION
+        assert len(vectors["vectors"]) >= 12
+
+
+def test_schemes_share_everything_but_the_signature():
+    """Same texts, normalization, content hashes and shingles in both files; the signatures
+    (and so the band keys) differ."""
+    v1, v2 = ALL_VECTORS[SCHEME_V1]["vectors"], ALL_VECTORS[SCHEME_V2]["vectors"]
+    assert len(v1) == len(v2)
+    for a, b in zip(v1, v2, strict=True):
+        assert {**a, "cases": None} == {**b, "cases": None}
+        for case_a, case_b in zip(a["cases"], b["cases"], strict=True):
+            shared = ("shingle", "k", "num_perm", "seed", "shingle_count", "first_hashes")
+            assert all(case_a[f] == case_b[f] for f in shared)
+            assert (case_a["signature"] is None) == (case_b["signature"] is None)
+            if case_a["signature"] is not None and case_a["shingle_count"] > 1:
+                assert case_a["signature"] != case_b["signature"]
 
 
 # -- (a) the library reproduces every vector -----------------------------------------------
@@ -71,10 +103,10 @@ def test_library_normalization_and_content_hash(vector):
     assert content_hash(normalized) == vector["content_hash"], _msg("the content hash", vid)
 
 
-@pytest.mark.parametrize(("vector", "case"), CASES, ids=CASE_IDS)
-def test_library_signature_and_band_keys(vector, case):
+@pytest.mark.parametrize(("scheme", "vector", "case"), CASES, ids=CASE_IDS)
+def test_library_signature_and_band_keys(scheme, vector, case):
     vid = vector["id"]
-    spec = _spec(case)
+    spec = _spec(case, scheme)
     sets = shingle_sets([vector["normalized"]], spec)
     hashes = [int(h) for h in sets[0]]
     assert int(sets.counts[0]) == case["shingle_count"], _msg("the shingle count", vid)
@@ -86,12 +118,12 @@ def test_library_signature_and_band_keys(vector, case):
         return
     sig = signatures(sets, spec)
     assert sig.dtype == np.uint32 and sig.shape == (1, spec.num_perm)
-    assert [int(v) for v in sig[0]] == case["signature"], _msg("the signature", vid)
+    assert [int(v) for v in sig[0]] == case["signature"], _msg("the signature", vid, scheme)
     for bands, rows in _bandings(case):
         keys = band_keys(sig, bands, rows)
         assert keys.dtype == np.int64 and keys.shape == (1, bands)
         assert [int(x) for x in keys[0]] == case["band_keys"][f"{bands}x{rows}"], _msg(
-            f"the {bands}x{rows} band keys", vid
+            f"the {bands}x{rows} band keys", vid, scheme
         )
 
 
@@ -105,15 +137,15 @@ def test_reference_normalization_and_content_hash(vector):
     assert reference.content_hash(normalized) == vector["content_hash"]
 
 
-@pytest.mark.parametrize(("vector", "case"), CASES, ids=CASE_IDS)
-def test_reference_signature_and_band_keys(vector, case):
+@pytest.mark.parametrize(("scheme", "vector", "case"), CASES, ids=CASE_IDS)
+def test_reference_signature_and_band_keys(scheme, vector, case):
     hashes = reference.shingle_hashes(vector["normalized"], case["shingle"], case["k"])
     assert len(hashes) == case["shingle_count"]
     assert hashes[: len(case["first_hashes"])] == case["first_hashes"]
     if case["signature"] is None:
         assert hashes == []
         return
-    sig = reference.signature(hashes, case["num_perm"], case["seed"])
+    sig = reference.signature(hashes, case["num_perm"], case["seed"], scheme)
     assert sig == case["signature"]
     for bands, rows in _bandings(case):
         assert reference.band_keys(sig, bands, rows) == case["band_keys"][f"{bands}x{rows}"]
@@ -178,6 +210,9 @@ texts = st.one_of(
     ).map(" ".join),
 )
 shingle_kinds = st.sampled_from(["char", "word"])
+schemes = st.sampled_from(SCHEMES)
+# v2's bins: fewer than, about as many as, and far more than the shingles of a short text.
+num_perms = st.sampled_from([32, 1, 7, 200])
 ks = st.integers(min_value=1, max_value=8) | st.just(64)
 seeds = st.integers(min_value=0, max_value=2**63 - 1) | st.sampled_from([0, 1, 42])
 
@@ -200,10 +235,10 @@ def test_normalize_agrees(text):
 
 
 @PROPERTY_SETTINGS
-@given(text=texts, shingle=shingle_kinds, k=ks, seed=seeds)
-def test_shingles_signatures_band_keys_agree(text, shingle, k, seed):
+@given(text=texts, shingle=shingle_kinds, k=ks, seed=seeds, scheme=schemes)
+def test_shingles_signatures_band_keys_agree(text, shingle, k, seed, scheme):
     normalized = normalize(text)
-    spec = SignatureSpec(shingle=shingle, k=k, num_perm=32, seed=seed)
+    spec = SignatureSpec(shingle=shingle, k=k, num_perm=32, seed=seed, scheme=scheme)
     sets = shingle_sets([normalized], spec)
     ref_hashes = reference.shingle_hashes(normalized, shingle, k)
     assert [int(h) for h in sets[0]] == ref_hashes
@@ -212,7 +247,7 @@ def test_shingles_signatures_band_keys_agree(text, shingle, k, seed):
         assert normalized == ""
         return
     sig = signatures(sets, spec)
-    ref_sig = reference.signature(ref_hashes, 32, seed)
+    ref_sig = reference.signature(ref_hashes, 32, seed, scheme)
     assert [int(v) for v in sig[0]] == ref_sig
     for bands, rows in [(8, 4), (32, 1), (1, 32), (5, 6)]:
         assert [int(x) for x in band_keys(sig, bands, rows)[0]] == reference.band_keys(
@@ -220,6 +255,33 @@ def test_shingles_signatures_band_keys_agree(text, shingle, k, seed):
         )
     assert np.array_equal(unpack([pack(sig[0])], 32)[0], sig[0])
     assert pack(sig[0]) == reference.pack(ref_sig)
+
+
+@PROPERTY_SETTINGS
+@given(
+    batch=st.lists(
+        texts | st.text(alphabet=WHITESPACE_CHARS + "a\u00e9\u03a3\u6771\U0001f600", max_size=30),
+        max_size=8,
+    )
+)
+@example(batch=[])
+@example(batch=["", " \u3000 ", "\u039f\u0394\u039f\u03a3 \u03a3\u0391", "H\u0331\u00a8"])
+def test_normalize_batch_equals_normalize(batch):
+    """The batch kernel (UTF-8 decode and whitespace step) gives normalize's texts, their
+    code points and content hashes; shingling either gives the same sets."""
+    normalized = normalize_batch(batch)
+    expected = [reference.normalize(t) for t in batch]
+    assert len(normalized) == len(batch)
+    for i, text in enumerate(expected):
+        points = normalized.code_points[normalized.offsets[i] : normalized.offsets[i + 1]]
+        assert points.tolist() == [ord(c) for c in text]
+        utf8 = normalized.utf8[normalized.utf8_offsets[i] : normalized.utf8_offsets[i + 1]]
+        assert utf8.tobytes() == text.encode("utf-8")
+    assert normalized.content_hashes() == [reference.content_hash(t) for t in expected]
+    spec = SignatureSpec()
+    from_batch, from_texts = shingle_sets(normalized, spec), shingle_sets(expected, spec)
+    assert np.array_equal(from_batch.offsets, from_texts.offsets)
+    assert np.array_equal(from_batch.hashes, from_texts.hashes)
 
 
 @PROPERTY_SETTINGS
@@ -233,10 +295,16 @@ def test_whitespace_only_text_has_no_shingles(text, shingle, k):
 
 
 @PROPERTY_SETTINGS
-@given(batch=st.lists(texts, min_size=1, max_size=6), shingle=shingle_kinds, k=ks)
-def test_batches_equal_single_documents(batch, shingle, k):
+@given(
+    batch=st.lists(texts, min_size=1, max_size=6),
+    shingle=shingle_kinds,
+    k=ks,
+    num_perm=num_perms,
+    scheme=schemes,
+)
+def test_batches_equal_single_documents(batch, shingle, k, num_perm, scheme):
     """A document's hashes and signature don't depend on the rest of its batch."""
-    spec = SignatureSpec(shingle=shingle, k=k, num_perm=32, seed=7)
+    spec = SignatureSpec(shingle=shingle, k=k, num_perm=num_perm, seed=7, scheme=scheme)
     normalized = [normalize(t) for t in batch]
     sets = shingle_sets(normalized, spec)
     sigs = signatures(sets, spec)
@@ -244,7 +312,8 @@ def test_batches_equal_single_documents(batch, shingle, k):
         ref_hashes = reference.shingle_hashes(t, shingle, k)
         assert [int(h) for h in sets[i]] == ref_hashes
         if ref_hashes:
-            assert [int(v) for v in sigs[i]] == reference.signature(ref_hashes, 32, 7)
+            ref_sig = reference.signature(ref_hashes, num_perm, 7, scheme)
+            assert [int(v) for v in sigs[i]] == ref_sig
 
 
 def test_spec_worked_example_matches_vectors():
@@ -257,3 +326,12 @@ def test_spec_worked_example_matches_vectors():
     for number in numbers:
         assert str(number) in spec_text, f"docs/spec.md's worked example lacks {number}"
     assert reference.pack(case["signature"][:2]).hex(" ") in spec_text
+    v2 = next(v for v in ALL_VECTORS[SCHEME_V2]["vectors"] if v["id"] == "spec-example")
+    v2_case = v2["cases"][0]
+    for number in [*v2_case["signature"][:5], *v2_case["band_keys"]["20x5"][:4]]:
+        assert str(number) in spec_text, f"docs/spec.md's v2 worked example lacks {number}"
+    assert reference.pack(v2_case["signature"][:2]).hex(" ") in spec_text
+    bin_key, densify_key = reference.splitmix64(1, 2)
+    assert f"bin_key = 0x{bin_key:016X}, densify_key = 0x{densify_key:016X}" in spec_text
+    hashed = reference.mix64(case["first_hashes"][0] ^ bin_key)
+    assert f"0x{hashed:016X}, bin {reference.bin_of(hashed, 128)}" in spec_text
