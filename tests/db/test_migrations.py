@@ -83,7 +83,8 @@ def test_0003_adds_the_neighbors_view_and_its_downgrade_removes_it(db_url, news)
         command.downgrade(migrate._config(connection), "0002")
         assert "neighbors" not in sa.inspect(connection).get_view_names()
         assert "similar_pairs" in sa.inspect(connection).get_view_names()
-    assert migrate.upgrade(engine) == ("0002", migrate.head_revision())
+    with engine.begin() as connection:
+        assert migrate.upgrade(connection) == ("0002", migrate.head_revision())
     with engine.connect() as connection:
         assert len(connection.exec_driver_sql(neighbors).all()) == 2
     engine.dispose()
