@@ -162,6 +162,12 @@ class Policy(StrEnum):
     skip = "skip"
 
 
+class DuplicatePolicy(StrEnum):
+    fail = "fail"
+    skip = "skip"
+    replace = "replace"
+
+
 class ExportFormat(StrEnum):
     csv = "csv"
     jsonl = "jsonl"
@@ -318,8 +324,12 @@ def ingest(
         int, typer.Option(help="Documents per batch (bounds memory).")
     ] = DEFAULT_BATCH_SIZE,
     on_duplicate: Annotated[
-        Policy, typer.Option(help="An id that is already indexed or repeats: fail, or skip it.")
-    ] = Policy.fail,
+        DuplicatePolicy,
+        typer.Option(
+            help="An id that is already indexed or repeats: fail, skip it (the first copy "
+            "stays), or replace (the last copy wins; run pairs again to re-pair it)."
+        ),
+    ] = DuplicatePolicy.fail,
     on_empty: Annotated[
         Policy,
         typer.Option(help="A document with no text: skip it (not stored; listed), or fail."),
@@ -373,6 +383,7 @@ def ingest(
         err.print(
             f"Added {result.added:,} new documents in {seconds:.1f} s ({result.added / max(seconds, 1e-9):,.0f} docs/s); "
             f"the index holds {result.total:,}"
+            + (f"; {len(result.replaced):,} replaced an earlier copy" if result.replaced else "")
             + (
                 f"; skipped {len(result.skipped_existing):,} already indexed or repeated"
                 if result.skipped_existing

@@ -69,7 +69,8 @@ from simindex.verify import Profiles, compare
 # n_documents * bands_per_pass * 8 bytes below this (one pass at 400k documents x 42 bands).
 REBAND_MEMORY = 512 * 2**20
 
-OnDuplicate = Literal["fail", "skip"]
+OnDuplicate = Literal["fail", "skip", "replace"]
+OnEmpty = Literal["fail", "skip"]
 
 
 @dataclass(frozen=True)
@@ -88,12 +89,15 @@ class Match:
 
 @dataclass
 class AddResult:
-    """What :meth:`Index.add` did. ``duplicates`` maps a new document's external id to the
+    """What :meth:`Index.add` did. ``added`` counts the documents written, replacements
+    included; ``replaced`` lists an external id for each copy a later one replaced (indexed,
+    or earlier in the call). ``duplicates`` maps a new document's external id to the
     documents it duplicates (indexed before, or earlier in the same call), when asked;
     ``total`` is the number of documents in the index afterwards."""
 
     added: int = 0
     total: int = 0
+    replaced: list[str] = field(default_factory=list)
     skipped_existing: list[str] = field(default_factory=list)
     skipped_empty: list[str] = field(default_factory=list)
     duplicates: dict[str, list[Match]] = field(default_factory=dict)
@@ -230,7 +234,7 @@ class _AddCall:
 
     active: dict[str, Any] | None
     on_duplicate: OnDuplicate
-    on_empty: OnDuplicate
+    on_empty: OnEmpty
     find_duplicates: float | None
     ingested_at: datetime
     writers: dict[int, BandKeyWriter]
@@ -379,7 +383,7 @@ class Index:
         *,
         batch_size: int = DEFAULT_BATCH_SIZE,
         on_duplicate: OnDuplicate = "fail",
-        on_empty: OnDuplicate = "skip",
+        on_empty: OnEmpty = "skip",
         find_duplicates: float | None = None,
         max_chars: int = DEFAULT_MAX_CHARS,
         progress: Callable[[int], None] | None = None,
@@ -388,25 +392,30 @@ class Index:
 
         Memory is bounded by ``batch_size``. An external id that is already indexed or
         repeats within the call is an error (DuplicateIdError) unless ``on_duplicate`` is
-        "skip" (the first copy wins); a text that normalizes to nothing has no signature: it
-        is not stored and its id is listed in ``skipped_empty`` ("skip", the default), or
-        it is an error (EmptyDocumentError) with ``on_empty="fail"``. An int id is stored
-        as its decimal text. With ``find_duplicates=t``, each
+        "skip" (the first copy wins) or "replace" (the last copy wins: the indexed document
+        is deleted as by :meth:`delete` and the new one added under a new internal id, so the
+        next incremental :meth:`find_pairs` pairs it). A text that normalizes to nothing has
+        no signature: it is not stored and its id is listed in ``skipped_empty`` ("skip", the
+        default), or it is an error (EmptyDocumentError) with ``on_empty="fail"``. An int id
+        is stored as its decimal text. With ``find_duplicates=t``, each
         new document is first queried against the index and the earlier documents of the
         call (query-then-insert), and its matches with similarity >= t are returned.
         """
         if batch_size < 1:
             raise ParameterError(f"batch_size must be positive, got {batch_size}")
-        if on_duplicate not in ("fail", "skip") or on_empty not in ("fail", "skip"):
-            raise ParameterError("on_duplicate and on_empty must be 'fail' or 'skip'")
+        if on_duplicate not in ("fail", "skip", "replace"):
+            raise ParameterError("on_duplicate must be 'fail', 'skip' or 'replace'")
+        if on_empty not in ("fail", "skip"):
+            raise ParameterError("on_empty must be 'fail' or 'skip'")
         if find_duplicates is not None:
             _check_threshold(find_duplicates)
         iterator = iter(documents)
         with self._transaction(write=True) as connection:
             complete = [b for b in self._store.bandings(connection) if b["state"] == "complete"]
             # A bulk load hides the call's own keys until the end: not when each batch is
-            # queried against the earlier ones.
-            bulk = find_duplicates is None
+            # queried against the earlier ones, nor when a later batch may replace (delete
+            # the keys of) a document of an earlier one.
+            bulk = find_duplicates is None and on_duplicate != "replace"
             call = _AddCall(
                 active=next((b for b in complete if b["is_active"]), None),
                 on_duplicate=on_duplicate,
@@ -465,7 +474,9 @@ class Index:
     def _add_batch(self, connection: Connection, batch: _Batch, call: _AddCall) -> None:
         result, active, find_duplicates = call.result, call.active, call.find_duplicates
         external_ids = batch.external_ids
-        keep = self._drop_duplicate_ids(connection, external_ids, call.on_duplicate, result)
+        keep, indexed = self._drop_duplicate_ids(
+            connection, external_ids, call.on_duplicate, result
+        )
         counts = batch.counts
         empty = [i for i in keep if counts[i] == 0]
         if empty:
@@ -482,6 +493,10 @@ class Index:
             return
         if len(keep) < len(batch):
             batch = batch.take(keep)
+        replaced = [x for x in batch.external_ids if x in indexed]  # on_duplicate="replace"
+        if replaced:
+            self._delete(connection, np.array(sorted(indexed[x] for x in replaced), np.int64))
+            result.replaced.extend(replaced)
 
         if find_duplicates is not None and active is not None:
             profiles = Profiles(batch.signatures, batch.sets)
@@ -523,31 +538,36 @@ class Index:
         external_ids: list[str],
         on_duplicate: OnDuplicate,
         result: AddResult,
-    ) -> list[int]:
-        """Positions of the batch to insert: first copies of ids not yet indexed."""
-        seen: set[str] = set()
-        repeated = []
+    ) -> tuple[list[int], dict[str, int]]:
+        """Positions of the batch to insert (first copies of ids not yet indexed; under
+        "replace", the last copy of every id), and the document ids of those indexed."""
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
         for i, external_id in enumerate(external_ids):
-            if external_id in seen:
-                repeated.append(i)
-            seen.add(external_id)
-        existing = self._store.document_ids(connection, list(seen))
+            first.setdefault(external_id, i)
+            last[external_id] = i
+        existing = self._store.document_ids(connection, list(first))
+        repeated = [i for i, external_id in enumerate(external_ids) if first[external_id] != i]
         if on_duplicate == "fail" and (existing or repeated):
             example = sorted(existing)[0] if existing else external_ids[repeated[0]]
             where = "is already indexed" if existing else "appears twice in the input"
             raise DuplicateIdError(
                 f"document id {example!r} {where} ({len(existing)} already indexed, "
                 f"{len(repeated)} repeated in this batch); pass --on-duplicate skip / "
-                "on_duplicate='skip' to keep the first copy"
+                "on_duplicate='skip' to keep the first copy, or replace to keep the last"
             )
-        skip = set(repeated)
         keep = []
         for i, external_id in enumerate(external_ids):
-            if external_id in existing or i in skip:
+            if on_duplicate == "replace":
+                if i == last[external_id]:
+                    keep.append(i)
+                else:
+                    result.replaced.append(external_id)
+            elif external_id in existing or i != first[external_id]:
                 result.skipped_existing.append(external_id)
             else:
                 keep.append(i)
-        return keep
+        return keep, existing if on_duplicate == "replace" else {}
 
     def _duplicates_of_new(
         self,

@@ -49,16 +49,21 @@ def kernels_cached() -> bool:
 
 
 def compile_kernels() -> None:
-    """Compile (and cache) every kernel by running the pipeline on four tiny documents."""
+    """Compile (and cache) every kernel by running the pipeline on four tiny documents,
+    once per signature scheme (each has its own signing kernel)."""
+    from simindex.defaults import SCHEMES
     from simindex.index import Index
+    from simindex.spec import SignatureSpec
 
     with tempfile.TemporaryDirectory() as scratch:
-        with Index.create(os.path.join(scratch, "warm-up.db")) as index:
-            index.add(_WARM_UP[:2])
-            index.add(_WARM_UP[2:], find_duplicates=0.8)
-            index.find_pairs()
-            index.cluster()
-            index.query(_WARM_UP[0][1])
-            index.evaluate(sample=4)
-            index.estimate_candidates([(20, 5)], sample=4)
-            index.reband(10, 2)
+        for scheme in SCHEMES:
+            path = os.path.join(scratch, f"{scheme}.db")
+            with Index.create(path, SignatureSpec(scheme=scheme)) as index:
+                index.add(_WARM_UP[:2])
+                index.add(_WARM_UP[2:], find_duplicates=0.8)
+                index.find_pairs()
+                index.cluster()
+                index.query(_WARM_UP[0][1])
+                index.evaluate(sample=4)
+                index.estimate_candidates([(20, 5)], sample=4)
+                index.reband(10, 2)

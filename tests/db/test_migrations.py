@@ -7,6 +7,7 @@ import sys
 import zipfile
 
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
@@ -62,3 +63,23 @@ def test_the_wheel_carries_the_migrations_and_upgrades_from_outside_the_checkout
     assert migrate.head_revision() in result.stdout
     engine = sa.create_engine(f"sqlite:///{tmp_path}/w.db")
     assert "band_keys" in sa.inspect(engine).get_table_names()
+
+
+def test_0003_adds_the_neighbors_view_and_its_downgrade_removes_it(db_url, news):
+    with Index.create(db_url) as index:
+        index.add([news[1], ("n002-copy", news[1][1])])
+        index.find_pairs()
+    engine = create_engine(database_url(db_url))
+    neighbors = "SELECT id, other_id FROM neighbors ORDER BY id"
+    with engine.begin() as connection:
+        assert connection.exec_driver_sql(neighbors).all() == [
+            ("n002", "n002-copy"),
+            ("n002-copy", "n002"),
+        ]
+        command.downgrade(migrate._config(connection), "0002")
+        assert "neighbors" not in sa.inspect(connection).get_view_names()
+        assert "similar_pairs" in sa.inspect(connection).get_view_names()
+    assert migrate.upgrade(engine) == ("0002", migrate.head_revision())
+    with engine.connect() as connection:
+        assert len(connection.exec_driver_sql(neighbors).all()) == 2
+    engine.dispose()

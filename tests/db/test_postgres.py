@@ -89,7 +89,7 @@ def test_band_keys_survive_a_downgrade_to_0001_and_the_upgrade_back(pg_url, news
         command.downgrade(migrate._config(connection), "0001")
     assert _sql(pg_url, "SELECT relkind FROM pg_class WHERE relname = 'band_keys'") == [("r",)]
     assert _band_key_rows(pg_url) == before
-    assert migrate.upgrade(engine) == ("0001", "0002")
+    assert migrate.upgrade(engine) == ("0001", migrate.head_revision())
     engine.dispose()
     assert _band_key_rows(pg_url) == before
     assert _sql(
