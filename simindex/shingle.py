@@ -5,7 +5,8 @@ Unicode code points, and one compiled kernel (numba, parallel over documents) wr
 document's sorted, distinct shingle hashes. Memory is O(total characters in the batch).
 :func:`normalize_batch` does the whitespace step of normalization in a kernel too (Python's
 split and join were the largest single cost of signing under simindex-v2) and hands the
-code points straight to shingling.
+code points straight to shingling. Ingest signs without the sorted sets
+(:func:`simindex.minhash.sign` reuses :func:`window_hashes`, not the sort).
 """
 
 from __future__ import annotations
