@@ -277,7 +277,8 @@ def _shingle_documents(chunk, code_points, offsets, word_mode, k, out, spare, co
     """One chunk of :func:`_shingle_kernel` (see CHUNK)."""
     for i in documents_of(chunk, offsets):
         start = offsets[i]
-        count = window_hashes(code_points, start, offsets[i + 1] - start, word_mode, k, out)
+        end = offsets[i + 1]
+        count = window_hashes(code_points[start:end], word_mode, k, out[start:end])
         if count == 0:
             counts[i] = 0
             continue
@@ -292,22 +293,23 @@ def _shingle_documents(chunk, code_points, offsets, word_mode, k, out, spare, co
 
 
 @njit(inline="always", cache=True)
-def window_hashes(code_points, start, length, word_mode, k, out):
-    """Hash every shingle window of one document (``length`` code points from ``start``),
-    repeats included, into ``out[start:start + count]``; return count (0 if length is 0)."""
+def window_hashes(text, word_mode, k, out):
+    """Hash every shingle window of one document's code points ``text``, repeats included,
+    into ``out[:count]`` (room for len(text) values); return count (0 if text is empty)."""
+    length = text.shape[0]
     if length == 0:
         return 0
     if word_mode:
         # Hash each word in place, then each run of k word hashes (forward, in place:
         # shingle p only needs words p.. which are not yet overwritten).
         words = 0
-        word_start = start
-        for j in range(start, start + length + 1):
-            if j == start + length or code_points[j] == _SPACE:
+        word_start = 0
+        for j in range(length + 1):
+            if j == length or text[j] == _SPACE:
                 h = sequence_start(TAG_WORD, j - word_start)
                 for q in range(word_start, j):
-                    h = mix64(h ^ np.uint64(code_points[q]))
-                out[start + words] = h
+                    h = mix64(h ^ np.uint64(text[q]))
+                out[words] = h
                 words += 1
                 word_start = j + 1
         width = min(k, words)
@@ -315,18 +317,18 @@ def window_hashes(code_points, start, length, word_mode, k, out):
         for p in range(count):
             h = sequence_start(TAG_WORD_SHINGLE, width)
             for q in range(width):
-                h = mix64(h ^ out[start + p + q])
-            out[start + p] = h
+                h = mix64(h ^ out[p + q])
+            out[p] = h
         return count
     # Position-major: the inner loop runs over independent windows, so it compiles to SIMD
     # instructions (same values as hashing one window at a time). It does only over slices:
     # indexing the whole arrays at an offset keeps it scalar, 2.5 times slower.
     width = min(k, length)
     count = length - width + 1
-    windows = out[start : start + count]
+    windows = out[:count]
     windows[:] = sequence_start(TAG_CHAR_SHINGLE, width)
     for q in range(width):
-        _mix_in(windows, code_points[start + q : start + q + count])
+        _mix_in(windows, text[q : q + count])
     return count
 
 

@@ -50,8 +50,8 @@ def test_normalize_batch_treats_every_ascii_code_point_as_normalize_does():
 def test_keep_first_seen_moves_the_distinct_values_to_the_front():
     """Zero (the table's free mark) and values equal in their low bits are kept apart."""
     values = np.array([7, 0, 5, 0, 5, (1 << 40) | 5, 7, 1 << 63, (1 << 40) | 5, 9], np.uint64)
-    distinct = _keep_first_seen(values, 1, 9)  # values[0] is outside the range
-    assert distinct == 6
+    distinct = _keep_first_seen(values[1:])  # values[0] is outside the slice
+    assert distinct == 6 and values[0] == 7
     assert values[1:7].tolist() == [0, 5, (1 << 40) | 5, 7, 1 << 63, 9]
 
 
