@@ -52,7 +52,7 @@ from simindex.errors import (
 )
 from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
 from simindex.evaluate import evaluate as evaluate_sample
-from simindex.minhash import signatures, unpack
+from simindex.minhash import sign, signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.shingle import ShingleSets, normalize, normalize_batch, shingle_sets
 from simindex.spec import SignatureSpec
@@ -198,14 +198,17 @@ Document = tuple[str, str] | tuple[str, str, dict[str, Any] | None]
 
 @dataclass(frozen=True)
 class _Batch:
-    """Documents of one add() batch with their shingle sets, signatures and band keys (per
-    banding id), row-aligned. A document that normalizes to nothing has no shingles."""
+    """Documents of one add() batch with their distinct shingle counts, signatures and band
+    keys (per banding id), row-aligned, and their shingle sets when new documents are verified
+    against each other and the index (find_duplicates with kept text). A document that
+    normalizes to nothing has no shingles."""
 
     external_ids: list[str]
     texts: list[str]
     metadata: list[dict[str, Any] | None]
     content_hashes: list[int]
-    sets: ShingleSets
+    counts: np.ndarray
+    sets: ShingleSets | None
     signatures: np.ndarray
     keys: dict[int, np.ndarray]
 
@@ -219,7 +222,8 @@ class _Batch:
             texts=[self.texts[i] for i in rows],
             metadata=[self.metadata[i] for i in rows],
             content_hashes=[self.content_hashes[i] for i in rows],
-            sets=self.sets.take(index),
+            counts=self.counts[index],
+            sets=None if self.sets is None else self.sets.take(index),
             signatures=self.signatures[index],
             keys={banding: keys[index] for banding, keys in self.keys.items()},
         )
@@ -453,7 +457,8 @@ class Index:
                 },
             )
             batches = iter(lambda: list(islice(iterator, batch_size)), [])
-            for batch in _ahead(lambda b: self._sign(b, max_chars, complete), batches):
+            verify = find_duplicates is not None and self.keep_text
+            for batch in _ahead(lambda b: self._sign(b, max_chars, complete, verify), batches):
                 self._add_batch(connection, batch, call)
                 if progress:
                     progress(len(batch))
@@ -467,19 +472,29 @@ class Index:
         return call.result
 
     def _sign(
-        self, documents: list[Document], max_chars: int, bandings: list[dict[str, Any]]
+        self,
+        documents: list[Document],
+        max_chars: int,
+        bandings: list[dict[str, Any]],
+        verify: bool,
     ) -> _Batch:
         """Validate, normalize, shingle, MinHash and band a batch: no database work, so it
-        runs ahead in a worker thread (see _ahead)."""
+        runs ahead in a worker thread (see _ahead). Only ``verify`` needs the sorted shingle
+        sets; signing without them is faster (see minhash.sign)."""
         external_ids, texts, metadata = _unpack_documents(documents, max_chars)
         normalized = normalize_batch(texts)
-        sets = shingle_sets(normalized, self.spec)
-        sigs = signatures(sets, self.spec)
+        if verify:
+            sets = shingle_sets(normalized, self.spec)
+            sigs, counts = signatures(sets, self.spec), sets.counts
+        else:
+            sets = None
+            sigs, counts = sign(normalized, self.spec)
         return _Batch(
             external_ids=external_ids,
             texts=texts,
             metadata=metadata,
             content_hashes=normalized.content_hashes(),
+            counts=counts,
             sets=sets,
             signatures=sigs,
             keys={b["id"]: lsh.band_keys(sigs, b["bands"], b["rows"]) for b in bandings},
@@ -491,7 +506,7 @@ class Index:
         keep, indexed = self._drop_duplicate_ids(
             connection, external_ids, call.on_duplicate, result
         )
-        counts = batch.sets.counts
+        counts = batch.counts
         empty = [i for i in keep if counts[i] == 0]
         if empty:
             if call.on_empty == "fail":
@@ -513,7 +528,7 @@ class Index:
             result.replaced.extend(replaced)
 
         if find_duplicates is not None and active is not None:
-            profiles = Profiles(batch.signatures, batch.sets if self.keep_text else None)
+            profiles = Profiles(batch.signatures, batch.sets)
             found = self._duplicates_of_new(
                 connection,
                 active["id"],
@@ -530,7 +545,7 @@ class Index:
             ids,
             batch.external_ids,
             batch.content_hashes,
-            batch.sets.counts,
+            batch.counts,
             batch.texts if self.keep_text else [None] * len(batch),
             batch.metadata,
             call.ingested_at,

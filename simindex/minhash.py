@@ -1,4 +1,5 @@
-"""Stage 2: MinHash signatures from shingle hash sets, and the Jaccard estimate.
+"""Stage 2: MinHash signatures from shingle hash sets, and the Jaccard estimate. Ingest
+signs normalized texts directly (:func:`sign`), without building the sorted sets.
 
 Two schemes (docs/spec.md). simindex-v2, one-permutation hashing with optimal densification
 (Shrivastava 2017): one keyed mix64 per shingle picks a bin (high 32 bits, scaled to
@@ -15,13 +16,20 @@ Signatures are uint32 arrays of shape (n, num_perm); stored as num_perm little-e
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from numba import njit, prange
 
 from simindex.hashing import mix64
-from simindex.shingle import ShingleSets
+from simindex.shingle import (
+    NormalizedBatch,
+    ShingleSets,
+    chunk_count,
+    code_points_of,
+    documents_of,
+    window_hashes,
+)
 from simindex.spec import SCHEME_V1, SignatureSpec
 
 SIGNATURE_DTYPE = np.dtype("<u4")
@@ -37,13 +45,117 @@ def signatures(sets: ShingleSets, spec: SignatureSpec) -> np.ndarray:
     refuse it (check ``sets.counts == 0``) rather than store or compare it.
     """
     out = np.empty((len(sets), spec.num_perm), dtype=np.uint32)
+    _signatures_kernel(sets.hashes, sets.offsets, _scheme(spec), out)
+    return out
+
+
+def sign(
+    normalized_texts: Sequence[str] | NormalizedBatch, spec: SignatureSpec
+) -> tuple[np.ndarray, np.ndarray]:
+    """Signatures and distinct shingle counts of already-normalized texts: the same as
+    ``signatures(sets, spec)`` and ``sets.counts`` of ``sets = shingle_sets(...)``.
+
+    Signing needs no sorted sets (a minimum ignores repeats), so each document's window
+    hashes go through a small hash set instead of a sort (which cost more than hashing):
+    only the distinct ones are signed and counted. Verification still needs
+    :func:`shingle_sets`.
+    """
+    code_points, offsets = code_points_of(normalized_texts)
+    out = np.empty((offsets.shape[0] - 1, spec.num_perm), dtype=np.uint32)
+    counts = np.empty(offsets.shape[0] - 1, dtype=np.int64)
+    shingles = (spec.shingle == "word", spec.k)
+    _sign_kernel(code_points, offsets, shingles, _scheme(spec), out, counts)
+    return out, counts
+
+
+_NO_COEFFICIENTS = np.empty(0, dtype=np.uint64)
+
+
+def _scheme(spec: SignatureSpec) -> tuple:
+    """(v1, a, b, bin_key, densify_key) for the kernels: the other scheme's values are unused."""
     if spec.scheme == SCHEME_V1:
         a, b = spec.coefficients
-        _minhash_kernel(sets.hashes, sets.offsets, a, b, out)
-    else:
-        bin_key, densify_key = spec.bin_keys
-        _oph_kernel(sets.hashes, sets.offsets, bin_key, densify_key, out)
-    return out
+        return True, a, b, np.uint64(0), np.uint64(0)
+    bin_key, densify_key = spec.bin_keys
+    return False, _NO_COEFFICIENTS, _NO_COEFFICIENTS, bin_key, densify_key
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _signatures_kernel(hashes, offsets, scheme, out):
+    for chunk in prange(chunk_count(offsets)):
+        _signatures_of(chunk, hashes, offsets, scheme, out)
+
+
+@njit(cache=True, nogil=True)
+def _signatures_of(chunk, hashes, offsets, scheme, out):
+    """One chunk of :func:`_signatures_kernel` (see shingle.CHUNK)."""
+    for i in documents_of(chunk, offsets):
+        _sign_row(hashes, offsets[i], offsets[i + 1], scheme, out[i])
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _sign_kernel(code_points, offsets, shingles, scheme, out, counts):
+    for chunk in prange(chunk_count(offsets)):
+        _sign_documents(chunk, code_points, offsets, shingles, scheme, out, counts)
+
+
+@njit(cache=True, nogil=True)
+def _sign_documents(chunk, code_points, offsets, shingles, scheme, out, counts):
+    """One chunk of :func:`_sign_kernel` (see shingle.CHUNK). Its window hashes share one
+    buffer sized for its longest document: a buffer for the whole batch came fresh from the
+    operating system each time (page faults measured at a quarter of the signing time)."""
+    word_mode, k = shingles
+    longest = 1
+    for i in documents_of(chunk, offsets):
+        longest = max(longest, offsets[i + 1] - offsets[i])
+    windows = np.empty(longest, dtype=np.uint64)
+    for i in documents_of(chunk, offsets):
+        start = offsets[i]
+        count = window_hashes(code_points[start : offsets[i + 1]], word_mode, k, windows)
+        distinct = _keep_first_seen(windows[:count])
+        counts[i] = distinct
+        _sign_row(windows, 0, distinct, scheme, out[i])
+
+
+@njit(inline="always", cache=True)
+def _keep_first_seen(values):
+    """Move the distinct values of ``values`` to its front, in order of first appearance;
+    return how many. An open-addressing table (linear probing, at most a
+    quarter full: fewer collisions, a quarter faster than half full) indexed by the low bits
+    of the value: shingle hashes are uniformly spread. Zero marks a free slot, so a zero
+    value is tracked apart."""
+    bits = 1
+    while (1 << bits) < 4 * values.shape[0]:
+        bits += 1
+    mask = np.uint64((1 << bits) - 1)
+    table = np.zeros(1 << bits, dtype=np.uint64)
+    distinct = 0
+    seen_zero = False
+    for value in values:
+        if value == 0:
+            new = not seen_zero
+            seen_zero = True
+        else:
+            slot = value & mask
+            while table[slot] != 0 and table[slot] != value:
+                slot = (slot + np.uint64(1)) & mask
+            new = table[slot] == 0
+            table[slot] = value
+        # Written either way, kept only if new: a branch here would be mispredicted often.
+        values[distinct] = value
+        distinct += new
+    return distinct
+
+
+@njit(inline="always", cache=True)
+def _sign_row(hashes, begin, end, scheme, row):
+    """The signature of the shingle hashes ``hashes[begin:end]``, into ``row``."""
+    v1, a, b, bin_key, densify_key = scheme
+    row[:] = np.uint32(0xFFFFFFFF)
+    if v1:
+        _minhash_row(hashes, begin, end, a, b, row)
+    elif end > begin:  # no shingles: no signature (all 0xFFFFFFFF), nothing to borrow from
+        _oph_row(hashes, begin, end, bin_key, densify_key, row)
 
 
 @njit(inline="always", cache=True)
@@ -52,48 +164,45 @@ def _bin_of(hashed, num_bins):
     return ((hashed >> _S32) * np.uint64(num_bins)) >> _S32
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _oph_kernel(hashes, offsets, bin_key, densify_key, out):
-    num_bins = out.shape[1]
-    for i in prange(offsets.shape[0] - 1):
-        row = out[i]
-        row[:] = np.uint32(0xFFFFFFFF)
-        filled = np.zeros(num_bins, dtype=np.bool_)
-        for j in range(offsets[i], offsets[i + 1]):
-            hashed = mix64(hashes[j] ^ bin_key)
-            target = _bin_of(hashed, num_bins)
-            value = np.uint32(hashed & np.uint64(0xFFFFFFFF))
-            filled[target] = True
-            if value < row[target]:
-                row[target] = value
-        if offsets[i + 1] == offsets[i]:
-            continue  # no shingles: no signature (all 0xFFFFFFFF), nothing to borrow from
-        for empty in range(num_bins):
-            if filled[empty]:
-                continue
-            attempt = np.uint64(1)
-            while True:
-                source = _bin_of(
-                    mix64(densify_key ^ ((np.uint64(empty) << _S32) | attempt)), num_bins
-                )
-                if filled[source]:
-                    row[empty] = row[source]
-                    break
-                attempt += np.uint64(1)
+@njit(inline="always", cache=True)
+def _keyed(hashes, key):
+    """mix64(h ^ key) of each hash, in a loop of its own: it compiles to SIMD instructions."""
+    out = np.empty_like(hashes)
+    for j in range(hashes.shape[0]):
+        out[j] = mix64(hashes[j] ^ key)
+    return out
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def _minhash_kernel(hashes, offsets, a, b, out):
+@njit(inline="always", cache=True)
+def _oph_row(hashes, begin, end, bin_key, densify_key, row):
+    num_bins = row.shape[0]
+    filled = np.zeros(num_bins, dtype=np.bool_)
+    keyed = _keyed(hashes[begin:end], bin_key)
+    for j in range(keyed.shape[0]):
+        hashed = keyed[j]
+        target = _bin_of(hashed, num_bins)
+        value = np.uint32(hashed & np.uint64(0xFFFFFFFF))
+        filled[target] = True
+        row[target] = min(row[target], value)
+    for empty in range(num_bins):
+        if filled[empty]:
+            continue
+        attempt = np.uint64(1)
+        while True:
+            source = _bin_of(mix64(densify_key ^ ((np.uint64(empty) << _S32) | attempt)), num_bins)
+            if filled[source]:
+                row[empty] = row[source]
+                break
+            attempt += np.uint64(1)
+
+
+@njit(inline="always", cache=True)
+def _minhash_row(hashes, begin, end, a, b, row):
     num_perm = a.shape[0]
-    for i in prange(offsets.shape[0] - 1):
-        row = out[i]
-        row[:] = np.uint32(0xFFFFFFFF)
-        for j in range(offsets[i], offsets[i + 1]):
-            x = hashes[j]
-            for p in range(num_perm):
-                v = np.uint32((a[p] * x + b[p]) >> _S32)
-                if v < row[p]:
-                    row[p] = v
+    for j in range(begin, end):
+        x = hashes[j]
+        for p in range(num_perm):
+            row[p] = min(row[p], np.uint32((a[p] * x + b[p]) >> _S32))
 
 
 def estimate_jaccard(sig_a: np.ndarray, sig_b: np.ndarray) -> np.ndarray:

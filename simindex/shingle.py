@@ -5,7 +5,8 @@ Unicode code points, and one compiled kernel (numba, parallel over documents) wr
 document's sorted, distinct shingle hashes. Memory is O(total characters in the batch).
 :func:`normalize_batch` does the whitespace step of normalization in a kernel too (Python's
 split and join were the largest single cost of signing under simindex-v2) and hands the
-code points straight to shingling.
+code points straight to shingling. Ingest signs without the sorted sets
+(:func:`simindex.minhash.sign` reuses :func:`window_hashes`, not the sort).
 """
 
 from __future__ import annotations
@@ -29,6 +30,26 @@ from simindex.hashing import (
 from simindex.spec import SignatureSpec
 
 _SPACE = 32
+
+# Parallel kernels hand documents to a serial function CHUNK at a time: numba compiles the
+# body of a parallel loop less well (no SIMD, a third slower measured), not a called function.
+CHUNK = 64
+
+
+@njit(inline="always", cache=True)
+def chunk_count(offsets):
+    """How many chunks the documents of ``offsets`` (n + 1 of them) make."""
+    return (offsets.shape[0] - 1 + CHUNK - 1) // CHUNK
+
+
+@njit(inline="always", cache=True)
+def documents_of(chunk, offsets):
+    """The documents of one chunk, as a range."""
+    return range(chunk * CHUNK, min(offsets.shape[0] - 1, (chunk + 1) * CHUNK))
+
+
+# Bit c set for each ASCII code point c < 64 that str.isspace() accepts (see _is_space).
+_ASCII_SPACES = sum(1 << c for c in (*range(0x09, 0x0E), *range(0x1C, 0x21)))
 
 
 def normalize(text: str) -> str:
@@ -116,16 +137,37 @@ def _collapse_whitespace(data, offsets, utf8, utf8_lengths, code_points, lengths
     """Decode each text's UTF-8 and drop its whitespace runs, writing one space between
     non-space runs: the text's bytes to ``utf8`` and code points to ``code_points``, both at
     the text's own start offset (valid UTF-8 in: it comes from str.encode)."""
-    for i in prange(offsets.shape[0] - 1):
+    for chunk in prange(chunk_count(offsets)):
+        _collapse_texts(chunk, data, offsets, utf8, utf8_lengths, code_points, lengths)
+
+
+@njit(cache=True, nogil=True)
+def _collapse_texts(chunk, data, offsets, utf8, utf8_lengths, code_points, lengths):
+    """One chunk of :func:`_collapse_whitespace` (see CHUNK)."""
+    for i in documents_of(chunk, offsets):
         start, end = offsets[i], offsets[i + 1]
         byte_out = cp_out = start
-        pending_space = False
+        pending_space = 0
         j = start
         while j < end:
             lead = np.int64(data[j])
             if lead < 0x80:
-                c, width = lead, 1
-            elif lead < 0xE0:
+                # ASCII without branches (spaces are too frequent to predict): write the
+                # pending space and the byte where they go, and advance over what counts.
+                space = (lead < 64) & ((_ASCII_SPACES >> (lead & 63)) & 1)
+                emit_space = pending_space & (1 - space)
+                utf8[byte_out] = _SPACE
+                code_points[cp_out] = _SPACE
+                byte_out += emit_space
+                cp_out += emit_space
+                utf8[byte_out] = lead
+                code_points[cp_out] = lead
+                byte_out += 1 - space
+                cp_out += 1 - space
+                pending_space = space & (cp_out > start)
+                j += 1
+                continue
+            if lead < 0xE0:
                 c, width = ((lead & 0x1F) << 6) | (np.int64(data[j + 1]) & 0x3F), 2
             elif lead < 0xF0:
                 c = ((lead & 0x0F) << 12) | ((np.int64(data[j + 1]) & 0x3F) << 6)
@@ -135,14 +177,14 @@ def _collapse_whitespace(data, offsets, utf8, utf8_lengths, code_points, lengths
                 c = c | ((np.int64(data[j + 2]) & 0x3F) << 6)
                 c, width = c | (np.int64(data[j + 3]) & 0x3F), 4
             if _is_space(c):
-                pending_space = cp_out > start
+                pending_space = np.int64(cp_out > start)
             else:
                 if pending_space:
                     utf8[byte_out] = _SPACE
                     code_points[cp_out] = _SPACE
                     byte_out += 1
                     cp_out += 1
-                    pending_space = False
+                    pending_space = 0
                 for q in range(width):
                     utf8[byte_out + q] = data[j + q]
                 byte_out += width
@@ -198,15 +240,7 @@ def shingle_sets(
 ) -> ShingleSets:
     """Shingle hash sets of already-normalized texts (see :func:`normalize` and
     :func:`normalize_batch`)."""
-    if isinstance(normalized_texts, NormalizedBatch):
-        code_points, offsets = normalized_texts.code_points, normalized_texts.offsets
-    else:
-        offsets = _offsets(
-            np.fromiter(
-                (len(t) for t in normalized_texts), dtype=np.int64, count=len(normalized_texts)
-            )
-        )
-        code_points = np.frombuffer("".join(normalized_texts).encode("utf-32-le"), dtype=np.uint32)
+    code_points, offsets = code_points_of(normalized_texts)
     # A document of L > 0 code points has at most L shingles, so its code-point span of
     # `scratch` is room enough; empty documents get none.
     scratch = np.empty(max(int(offsets[-1]), 1), dtype=np.uint64)
@@ -219,45 +253,35 @@ def shingle_sets(
     return ShingleSets(hashes, out_offsets)
 
 
+def code_points_of(
+    normalized_texts: Sequence[str] | NormalizedBatch,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' code points (uint32, concatenated) and their offsets (int64, n + 1)."""
+    if isinstance(normalized_texts, NormalizedBatch):
+        return normalized_texts.code_points, normalized_texts.offsets
+    offsets = _offsets(
+        np.fromiter((len(t) for t in normalized_texts), dtype=np.int64, count=len(normalized_texts))
+    )
+    code_points = np.frombuffer("".join(normalized_texts).encode("utf-32-le"), dtype=np.uint32)
+    return code_points, offsets
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _shingle_kernel(code_points, offsets, word_mode, k, out, spare, counts):
-    for i in prange(offsets.shape[0] - 1):
+    for chunk in prange(chunk_count(offsets)):
+        _shingle_documents(chunk, code_points, offsets, word_mode, k, out, spare, counts)
+
+
+@njit(cache=True, nogil=True)
+def _shingle_documents(chunk, code_points, offsets, word_mode, k, out, spare, counts):
+    """One chunk of :func:`_shingle_kernel` (see CHUNK)."""
+    for i in documents_of(chunk, offsets):
         start = offsets[i]
-        length = offsets[i + 1] - start
-        if length == 0:
+        end = offsets[i + 1]
+        count = window_hashes(code_points[start:end], word_mode, k, out[start:end])
+        if count == 0:
             counts[i] = 0
             continue
-        if word_mode:
-            # Hash each word in place, then each run of k word hashes (forward, in place:
-            # shingle p only needs words p.. which are not yet overwritten).
-            words = 0
-            word_start = start
-            for j in range(start, start + length + 1):
-                if j == start + length or code_points[j] == _SPACE:
-                    h = sequence_start(TAG_WORD, j - word_start)
-                    for q in range(word_start, j):
-                        h = mix64(h ^ np.uint64(code_points[q]))
-                    out[start + words] = h
-                    words += 1
-                    word_start = j + 1
-            width = min(k, words)
-            count = words - width + 1
-            for p in range(count):
-                h = sequence_start(TAG_WORD_SHINGLE, width)
-                for q in range(width):
-                    h = mix64(h ^ out[start + p + q])
-                out[start + p] = h
-        else:
-            # Position-major: the inner loop runs over independent windows, so the CPU
-            # overlaps their mixing chains (same values as hashing one window at a time).
-            width = min(k, length)
-            count = length - width + 1
-            seed = sequence_start(TAG_CHAR_SHINGLE, width)
-            for p in range(count):
-                out[start + p] = seed
-            for q in range(width):
-                for p in range(count):
-                    out[start + p] = mix64(out[start + p] ^ np.uint64(code_points[start + p + q]))
         segment = out[start : start + count]
         _sort_hashes(segment, spare[start : start + count])
         distinct = 1
@@ -266,6 +290,52 @@ def _shingle_kernel(code_points, offsets, word_mode, k, out, spare, counts):
                 segment[distinct] = segment[j]
                 distinct += 1
         counts[i] = distinct
+
+
+@njit(inline="always", cache=True)
+def window_hashes(text, word_mode, k, out):
+    """Hash every shingle window of one document's code points ``text``, repeats included,
+    into ``out[:count]`` (room for len(text) values); return count (0 if text is empty)."""
+    length = text.shape[0]
+    if length == 0:
+        return 0
+    if word_mode:
+        # Hash each word in place, then each run of k word hashes (forward, in place:
+        # shingle p only needs words p.. which are not yet overwritten).
+        words = 0
+        word_start = 0
+        for j in range(length + 1):
+            if j == length or text[j] == _SPACE:
+                h = sequence_start(TAG_WORD, j - word_start)
+                for q in range(word_start, j):
+                    h = mix64(h ^ np.uint64(text[q]))
+                out[words] = h
+                words += 1
+                word_start = j + 1
+        width = min(k, words)
+        count = words - width + 1
+        for p in range(count):
+            h = sequence_start(TAG_WORD_SHINGLE, width)
+            for q in range(width):
+                h = mix64(h ^ out[p + q])
+            out[p] = h
+        return count
+    # Position-major: the inner loop runs over independent windows, so it compiles to SIMD
+    # instructions (same values as hashing one window at a time). It does only over slices:
+    # indexing the whole arrays at an offset keeps it scalar, 2.5 times slower.
+    width = min(k, length)
+    count = length - width + 1
+    windows = out[:count]
+    windows[:] = sequence_start(TAG_CHAR_SHINGLE, width)
+    for q in range(width):
+        _mix_in(windows, text[q : q + count])
+    return count
+
+
+@njit(inline="always", cache=True)
+def _mix_in(states, values):
+    for p in range(states.shape[0]):
+        states[p] = mix64(states[p] ^ np.uint64(values[p]))
 
 
 _MAX_BUCKET_BITS = 16
@@ -308,8 +378,7 @@ def _sort_hashes(values, spare):
 
 @njit(parallel=True, cache=True, nogil=True)
 def _compact(scratch, scratch_offsets, out_offsets, out):
-    for i in prange(out_offsets.shape[0] - 1):
-        src = scratch_offsets[i]
-        dst = out_offsets[i]
-        for j in range(out_offsets[i + 1] - dst):
-            out[dst + j] = scratch[src + j]
+    for chunk in prange(chunk_count(out_offsets)):
+        for i in documents_of(chunk, out_offsets):
+            src, dst, end = scratch_offsets[i], out_offsets[i], out_offsets[i + 1]
+            out[dst:end] = scratch[src : src + end - dst]

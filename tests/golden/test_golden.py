@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from simindex.banding import band_keys
-from simindex.minhash import SIGNATURE_DTYPE, pack, signatures, unpack
+from simindex.minhash import SIGNATURE_DTYPE, pack, sign, signatures, unpack
 from simindex.shingle import content_hash, normalize, normalize_batch, shingle_sets
 from simindex.spec import NORMALIZATION, SCHEME_V1, SCHEME_V2, SCHEMES, SignatureSpec
 
@@ -119,6 +119,9 @@ def test_library_signature_and_band_keys(scheme, vector, case):
     sig = signatures(sets, spec)
     assert sig.dtype == np.uint32 and sig.shape == (1, spec.num_perm)
     assert [int(v) for v in sig[0]] == case["signature"], _msg("the signature", vid, scheme)
+    signed, counts = sign([vector["normalized"]], spec)  # the ingest path, without sorted sets
+    assert [int(v) for v in signed[0]] == case["signature"], _msg("the signature", vid, scheme)
+    assert int(counts[0]) == case["shingle_count"], _msg("the shingle count", vid)
     for bands, rows in _bandings(case):
         keys = band_keys(sig, bands, rows)
         assert keys.dtype == np.int64 and keys.shape == (1, bands)
@@ -303,17 +306,21 @@ def test_whitespace_only_text_has_no_shingles(text, shingle, k):
     scheme=schemes,
 )
 def test_batches_equal_single_documents(batch, shingle, k, num_perm, scheme):
-    """A document's hashes and signature don't depend on the rest of its batch."""
+    """A document's hashes and signature don't depend on the rest of its batch; signing
+    without sorted sets (sign, the ingest path) gives the same signatures and counts."""
     spec = SignatureSpec(shingle=shingle, k=k, num_perm=num_perm, seed=7, scheme=scheme)
     normalized = [normalize(t) for t in batch]
     sets = shingle_sets(normalized, spec)
     sigs = signatures(sets, spec)
+    signed, counts = sign(normalize_batch(batch), spec)
     for i, t in enumerate(normalized):
         ref_hashes = reference.shingle_hashes(t, shingle, k)
         assert [int(h) for h in sets[i]] == ref_hashes
+        assert int(counts[i]) == len(ref_hashes)
         if ref_hashes:
             ref_sig = reference.signature(ref_hashes, num_perm, 7, scheme)
             assert [int(v) for v in sigs[i]] == ref_sig
+            assert [int(v) for v in signed[i]] == ref_sig
 
 
 def test_spec_worked_example_matches_vectors():

@@ -3,6 +3,8 @@
 import numpy as np
 
 from simindex import SignatureSpec, normalize, shingle_sets
+from simindex.minhash import _keep_first_seen, sign
+from simindex.shingle import normalize_batch
 from simindex.verify import exact_jaccard
 
 
@@ -34,3 +36,25 @@ def test_exact_jaccard_of_shingle_sets_matches_python_sets():
     assert np.allclose(got, want)
     for i in range(3):  # each set is sorted and distinct
         assert np.all(np.diff(sets[i].astype(np.float64)) > 0)
+
+
+def test_normalize_batch_treats_every_ascii_code_point_as_normalize_does():
+    """The batch kernel's ASCII fast path has its own table of spaces."""
+    texts = [f" a{chr(c)}{chr(c)}b {chr(c)}" for c in range(128)]
+    batch = normalize_batch(texts)
+    for i, text in enumerate(texts):
+        utf8 = batch.utf8[batch.utf8_offsets[i] : batch.utf8_offsets[i + 1]]
+        assert utf8.tobytes().decode("utf-8") == normalize(text), repr(chr(i))
+
+
+def test_keep_first_seen_moves_the_distinct_values_to_the_front():
+    """Zero (the table's free mark) and values equal in their low bits are kept apart."""
+    values = np.array([7, 0, 5, 0, 5, (1 << 40) | 5, 7, 1 << 63, (1 << 40) | 5, 9], np.uint64)
+    distinct = _keep_first_seen(values[1:])  # values[0] is outside the slice
+    assert distinct == 6 and values[0] == 7
+    assert values[1:7].tolist() == [0, 5, (1 << 40) | 5, 7, 1 << 63, 9]
+
+
+def test_sign_counts_repeated_shingles_once():
+    counts = sign(["aaaaaaaa", "abcabcabc", "", "ab"], SignatureSpec(k=3))[1]
+    assert counts.tolist() == [1, 3, 0, 1]
