@@ -162,6 +162,18 @@ class InputFormat(StrEnum):
     parquet = "parquet"
 
 
+InputFormatOption = Annotated[
+    InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
+]
+IdField = Annotated[str, typer.Option(help="Field (JSON, Parquet) or column (CSV) holding the id.")]
+TextField = Annotated[str, typer.Option(help="Field or column holding the text.")]
+Encoding = Annotated[str, typer.Option(help="Text encoding of the input files.")]
+ErrorLog = Annotated[
+    Path,
+    typer.Option(help="With --on-error skip: where skipped records are listed (JSON lines)."),
+]
+
+
 class Policy(StrEnum):
     fail = "fail"
     skip = "skip"
@@ -345,14 +357,10 @@ def ingest(
     db: Db = None,
     schema: Schema = None,
     lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
-    fmt: Annotated[
-        InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
-    ] = InputFormat.auto,
-    id_field: Annotated[
-        str, typer.Option(help="Field (JSON) or column (CSV) holding the id.")
-    ] = "id",
-    text_field: Annotated[str, typer.Option(help="Field or column holding the text.")] = "text",
-    encoding: Annotated[str, typer.Option(help="Text encoding of the input files.")] = "utf-8",
+    fmt: InputFormatOption = InputFormat.auto,
+    id_field: IdField = "id",
+    text_field: TextField = "text",
+    encoding: Encoding = "utf-8",
     batch_size: Annotated[
         int, typer.Option(help="Documents per batch (bounds memory).")
     ] = DEFAULT_BATCH_SIZE,
@@ -373,10 +381,7 @@ def ingest(
             help="A malformed record (bad line, missing field, bad id or text): fail, or skip and log it."
         ),
     ] = Policy.fail,
-    error_log: Annotated[
-        Path,
-        typer.Option(help="With --on-error skip: where skipped records are listed (JSON lines)."),
-    ] = Path("simindex-errors.jsonl"),
+    error_log: ErrorLog = Path("simindex-errors.jsonl"),
     max_chars: Annotated[
         int,
         typer.Option(help="Longest document accepted, in characters (~20 bytes of memory each)."),
@@ -727,12 +732,10 @@ def dedup(
     keep: Annotated[
         Rule, typer.Option(help="Which document of a cluster to keep.")
     ] = Rule.earliest,
-    fmt: Annotated[
-        InputFormat, typer.Option("--format", help="Input format; auto: by file name.")
-    ] = InputFormat.auto,
-    id_field: Annotated[str, typer.Option(help="Field or column holding the id.")] = "id",
-    text_field: Annotated[str, typer.Option(help="Field or column holding the text.")] = "text",
-    encoding: Annotated[str, typer.Option(help="Text encoding of INPUT.")] = "utf-8",
+    fmt: InputFormatOption = InputFormat.auto,
+    id_field: IdField = "id",
+    text_field: TextField = "text",
+    encoding: Encoding = "utf-8",
     on_empty: Annotated[
         Policy,
         typer.Option(help="A record with no text: keep it in OUTPUT unindexed, or fail."),
@@ -748,10 +751,7 @@ def dedup(
         Policy,
         typer.Option(help="A malformed record: fail, or leave it out and log it."),
     ] = Policy.fail,
-    error_log: Annotated[
-        Path,
-        typer.Option(help="With --on-error skip: where skipped records are listed (JSON lines)."),
-    ] = Path("simindex-errors.jsonl"),
+    error_log: ErrorLog = Path("simindex-errors.jsonl"),
     scheme: Annotated[
         Scheme | None,
         typer.Option(help=f"{SCHEME_HELP} Default: --db's, or {DEFAULT_SCHEME} for a new index."),
