@@ -184,39 +184,43 @@ def step_corpus(name: str, seed: int) -> dict:
     started = time.perf_counter()
     texts = reuters_texts()
     editor = Editor(texts, np.random.default_rng(seed))
-    docs: list[dict] = []
-    if name == "reuters":
-        docs = [{"id": str(i), "text": t} for i, t in enumerate(texts)]
-    else:
-        for i in range(int(name[len("gen") :])):
-            if i and editor.rng.random() < DUPLICATE_RATE:
-                source = int(editor.rng.integers(i))
-                docs.append(
-                    {
-                        "id": str(i),
-                        "text": editor.edited_copy(docs[source]["text"]),
-                        "dup_of": source,
-                    }
-                )
-            else:
-                docs.append({"id": str(i), "text": editor.new_story()})
     DATA.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
+    planted, docs = 0, []  # only the texts are kept: 4M documents are ~3.5 GB of str
     with gzip.open(tmp, "wt", encoding="utf-8", compresslevel=3) as f:
-        for doc in docs:
+        for doc in generate(name, texts, editor, docs):
+            planted += "dup_of" in doc
             f.write(json.dumps(doc) + "\n")
     tmp.rename(path)
     # Queries: edited copies of random corpus documents (another seed: not in the corpus).
     editor.rng = np.random.default_rng(seed + 1_000_003)
     sources = editor.rng.choice(len(docs), size=QUERIES + WARMUP_QUERIES, replace=False)
-    queries = [{"source": int(s), "text": editor.edited_copy(docs[s]["text"])} for s in sources]
+    queries = [{"source": int(s), "text": editor.edited_copy(docs[s])} for s in sources]
     qpath.write_text(json.dumps(queries), encoding="utf-8")
     return {
         "cached": False,
         "docs": len(docs),
-        "planted": sum("dup_of" in d for d in docs),
+        "planted": planted,
         "seconds": time.perf_counter() - started,
     }
+
+
+def generate(name: str, texts: list[str], editor: Editor, written: list[str]) -> Iterator[dict]:
+    """The documents of corpus ``name`` (id = row number as a string; an edited copy names
+    its source in ``dup_of``), each text also appended to ``written``."""
+    if name == "reuters":
+        written.extend(texts)
+        yield from ({"id": str(i), "text": t} for i, t in enumerate(texts))
+        return
+    for i in range(int(name[len("gen") :])):
+        if i and editor.rng.random() < DUPLICATE_RATE:
+            source = int(editor.rng.integers(i))
+            text = editor.edited_copy(written[source])
+            written.append(text)
+            yield {"id": str(i), "text": text, "dup_of": source}
+        else:
+            written.append(editor.new_story())
+            yield {"id": str(i), "text": written[-1]}
 
 
 def iter_corpus(path: Path) -> Iterator[tuple[str, str]]:

@@ -17,6 +17,9 @@ from numba import njit
 
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
 
+# Pairs (with repeats) that collect() gathers before merging them into the distinct ones.
+MERGE_AT_LEAST = 1_000_000
+
 
 @dataclass(frozen=True)
 class Candidates:
@@ -35,8 +38,15 @@ class Candidates:
 def collect(
     buckets: Iterable[tuple[np.ndarray, np.ndarray]], max_bucket_size: int = DEFAULT_MAX_BUCKET_SIZE
 ) -> Candidates:
-    """Candidate pairs of (members, offsets) bucket chunks, deduplicated across buckets."""
-    chunks_a, chunks_b, hot, largest = [np.empty(0, np.int64)], [np.empty(0, np.int64)], 0, 0
+    """Candidate pairs of (members, offsets) bucket chunks, deduplicated across buckets.
+
+    A pair recurs in every band its documents share; chunks are merged into the distinct
+    pairs found so far whenever they hold as many, so memory follows the distinct pairs
+    (a few times 16 bytes each), not the pairs with their repeats."""
+    doc_a, doc_b = np.empty(0, np.int64), np.empty(0, np.int64)
+    chunks_a: list[np.ndarray] = []
+    chunks_b: list[np.ndarray] = []
+    pending, hot, largest = 0, 0, 0
     for members, offsets in buckets:
         a, b, chunk_hot = bucket_pairs(members, offsets, max_bucket_size)
         hot += chunk_hot
@@ -45,7 +55,15 @@ def collect(
         a, b = unique_pairs(a, b)
         chunks_a.append(a)
         chunks_b.append(b)
-    doc_a, doc_b = unique_pairs(np.concatenate(chunks_a), np.concatenate(chunks_b))
+        pending += a.shape[0]
+        if pending >= max(doc_a.shape[0], MERGE_AT_LEAST):
+            doc_a, doc_b = unique_pairs(
+                np.concatenate((doc_a, *chunks_a)), np.concatenate((doc_b, *chunks_b))
+            )
+            chunks_a, chunks_b, pending = [], [], 0
+    doc_a, doc_b = unique_pairs(
+        np.concatenate((doc_a, *chunks_a)), np.concatenate((doc_b, *chunks_b))
+    )
     return Candidates(doc_a, doc_b, hot, largest)
 
 

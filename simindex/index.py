@@ -69,6 +69,11 @@ from simindex.verify import Profiles, compare
 # Band keys reband() holds at once: it makes the fewest passes over the signatures that keep
 # n_documents * bands_per_pass * 8 bytes below this (one pass at 400k documents x 42 bands).
 REBAND_MEMORY = 512 * 2**20
+# Text (and signature) bytes of the documents of one verification chunk: its memory is a
+# small multiple of this (normalized code points, shingle hashes), whatever the pair count.
+VERIFY_TEXT_BYTES = 4 * 2**20
+# Candidate pairs whose documents' text sizes are asked for in one query.
+SIZED_PAIRS = 100_000
 
 OnDuplicate = Literal["fail", "skip", "replace"]
 OnEmpty = Literal["fail", "skip"]
@@ -731,7 +736,7 @@ class Index:
         *,
         full: bool = False,
         max_bucket_size: int = DEFAULT_MAX_BUCKET_SIZE,
-        chunk_size: int = 25_000,
+        text_bytes: int = VERIFY_TEXT_BYTES,
     ) -> PairsReport:
         """Find candidate pairs of the active banding in the database (GROUP BY band, key),
         verify them, and store those with similarity >= threshold.
@@ -740,6 +745,10 @@ class Index:
         only buckets holding a document added since are grouped, only pairs with such a
         document are verified, and existing clusters absorb the new pairs. Otherwise the
         banding's pairs (and clusters) are rebuilt.
+
+        Candidates are verified in chunks whose documents hold about ``text_bytes`` of text
+        (the memory of a chunk follows its text, not its number of pairs), and each chunk's
+        pairs are stored before the next is read.
         """
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if max_bucket_size < 2:
@@ -767,12 +776,16 @@ class Index:
                 doc_a, doc_b = doc_a[new], doc_b[new]
             else:
                 self._store.delete_pairs(connection, banding_id)
-            found = self._verify(connection, doc_a, doc_b, threshold, chunk_size)
-            self._store.insert_pairs(connection, banding_id, *found)
+            kept, pair_count = [], 0
+            for chunk in self._verify(connection, doc_a, doc_b, threshold, text_bytes):
+                self._store.insert_pairs(connection, banding_id, *chunk)
+                pair_count += chunk[0].size
+                if since is not None:  # incremental clusters absorb these pairs
+                    kept.append(chunk)
             self._store.update_banding(
                 connection, banding_id, pairs_threshold=threshold, pairs_through=newest
             )
-            self._update_clusters(connection, active, threshold, since, found)
+            self._update_clusters(connection, active, threshold, since, _concatenate_found(kept))
             stored = self._store.pair_count(connection, banding_id, threshold)
         return PairsReport(
             banding_id=banding_id,
@@ -780,7 +793,7 @@ class Index:
             rows=active["rows"],
             threshold=threshold,
             candidates=int(doc_a.size),
-            pairs=int(found[0].size),
+            pairs=pair_count,
             stored=stored,
             hot_buckets=candidates.hot_buckets,
             largest_bucket=candidates.largest_bucket,
@@ -797,27 +810,35 @@ class Index:
         doc_a: np.ndarray,
         doc_b: np.ndarray,
         threshold: float,
-        chunk_size: int,
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-        """The candidate pairs with similarity >= threshold: (doc_a, doc_b, estimated, exact)."""
-        kept: list[tuple[np.ndarray, ...]] = []
-        for start in range(0, doc_a.size, chunk_size):
-            a = doc_a[start : start + chunk_size]
-            b = doc_b[start : start + chunk_size]
+        text_bytes: int,
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
+        """The candidate pairs (sorted by doc_a) with similarity >= threshold, in chunks of
+        (doc_a, doc_b, estimated, exact) whose documents hold about ``text_bytes`` of text
+        (a signature counts as its bytes; a chunk has one pair at least)."""
+        signature_bytes = 4 * self.spec.num_perm
+        for start in range(0, doc_a.size, SIZED_PAIRS):
+            a = doc_a[start : start + SIZED_PAIRS]
+            b = doc_b[start : start + SIZED_PAIRS]
             ids = np.unique(np.concatenate((a, b)))
-            profiles, _ = self._profiles(connection, ids)
-            estimated, exact = compare(profiles, np.searchsorted(ids, a), np.searchsorted(ids, b))
-            keep = (estimated if exact is None else exact) >= threshold
-            kept.append((a[keep], b[keep], estimated[keep], None if exact is None else exact[keep]))
-        if not kept:
-            empty = np.empty(0, np.int64)
-            return empty, empty, np.empty(0), None if not self.keep_text else np.empty(0)
-        return (
-            np.concatenate([k[0] for k in kept]),
-            np.concatenate([k[1] for k in kept]),
-            np.concatenate([k[2] for k in kept]),
-            None if not self.keep_text else np.concatenate([k[3] for k in kept]),
-        )
+            sizes = signature_bytes
+            if self.keep_text:
+                sizes = sizes + self._store.text_sizes(connection, ids)
+            sizes = np.broadcast_to(sizes, ids.shape)
+            first_of_a = np.r_[True, a[1:] != a[:-1]]  # a repeats (sorted): its text once
+            cost = sizes[np.searchsorted(ids, b)] + sizes[np.searchsorted(ids, a)] * first_of_a
+            for lo, hi in _spans(np.cumsum(cost), text_bytes):
+                yield self._verify_chunk(connection, a[lo:hi], b[lo:hi], threshold)
+
+    def _verify_chunk(
+        self, connection: Connection, a: np.ndarray, b: np.ndarray, threshold: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The pairs (a[i], b[i]) with similarity >= threshold: (doc_a, doc_b, estimated,
+        exact)."""
+        ids = np.unique(np.concatenate((a, b)))
+        profiles, _ = self._profiles(connection, ids)
+        estimated, exact = compare(profiles, np.searchsorted(ids, a), np.searchsorted(ids, b))
+        keep = (estimated if exact is None else exact) >= threshold
+        return a[keep], b[keep], estimated[keep], None if exact is None else exact[keep]
 
     def pairs(self, threshold: float | None = None) -> Iterator[Pair]:
         """Stored pairs of the active banding with similarity >= threshold, best first.
@@ -898,7 +919,8 @@ class Index:
         found: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None],
     ) -> None:
         """Keep the banding's clusters in step with pairs just found (doc_a, doc_b,
-        estimated, exact)."""
+        estimated, exact; only read when ``since`` is given: a full run's are re-read from
+        the pairs table)."""
         cluster_threshold, rule = active["clusters_threshold"], active["clusters_rule"]
         if cluster_threshold is None:
             return
@@ -1454,6 +1476,28 @@ def _expected_recall(banding: dict[str, Any], threshold: float, num_perm: int) -
         stacklevel=3,
     )
     return recall
+
+
+def _spans(cumulative: np.ndarray, budget: int) -> Iterator[tuple[int, int]]:
+    """[lo, hi) ranges of items, each item's cost summed in ``cumulative``, that cost about
+    ``budget`` each (at least one item per range)."""
+    lo, total = 0, cumulative.shape[0]
+    while lo < total:
+        spent = cumulative[lo - 1] if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(cumulative, spent + budget, side="right")))
+        yield lo, hi
+        lo = hi
+
+
+def _concatenate_found(
+    chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """One (doc_a, doc_b, estimated, exact) of verified chunks (exact None without text)."""
+    if not chunks:
+        empty = np.empty(0, np.int64)
+        return empty, empty, np.empty(0), None
+    exact = None if chunks[0][3] is None else np.concatenate([c[3] for c in chunks])
+    return (*(np.concatenate([c[i] for c in chunks]) for i in range(3)), exact)
 
 
 def _unpack_documents(

@@ -594,6 +594,21 @@ class Store:
         params = {**params, "banding_id": banding_id, "offset": max_bucket_size - 1}
         return self._document_rows(connection, f"d.id IN ({members})", params)
 
+    def text_sizes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
+        """Bytes of stored text (0 when not kept) of each of the sorted document ids."""
+        among, params = self._among(ids.tolist(), "BIGINT")
+        size = (
+            "octet_length(text)" if self.dialect == "postgresql" else "length(CAST(text AS BLOB))"
+        )
+        rows = connection.execute(
+            sa.text(f"SELECT id, coalesce({size}, 0) FROM documents WHERE id {among} ORDER BY id"),
+            params,
+        ).all()
+        found = np.array(rows, dtype=np.int64).reshape(-1, 2)
+        sizes = np.zeros(ids.shape[0], dtype=np.int64)
+        sizes[np.searchsorted(ids, found[:, 0])] = found[:, 1]
+        return sizes
+
     def storage_problems(self, connection: Connection) -> list[str]:
         """Damage to a SQLite file itself (PRAGMA quick_check), one sentence per finding (at
         most ten); PostgreSQL checks its pages as it reads them."""
@@ -889,12 +904,14 @@ class Store:
             pairs.c.banding_id == banding_id, similarity >= threshold
         )
         chunks = [None] if among is None else list(_chunks(among.tolist(), MAX_PARAMS))
-        rows: list[tuple[int, int]] = []
+        found = [np.empty((0, 2), np.int64)]
+        streamed = {"stream_results": True, "yield_per": 100_000}
         for chunk in chunks:
             chunk_query = query if chunk is None else query.where(pairs.c.doc_a.in_(chunk))
-            rows.extend((a, b) for a, b in connection.execute(chunk_query))
-        found = np.array(rows, dtype=np.int64).reshape(-1, 2)
-        return found[:, 0], found[:, 1]
+            result = connection.execute(chunk_query, execution_options=streamed)
+            found.extend(np.array(rows, dtype=np.int64) for rows in result.partitions())
+        rows = np.concatenate([f.reshape(-1, 2) for f in found])
+        return rows[:, 0].copy(), rows[:, 1].copy()
 
     # -- clusters --------------------------------------------------------------------------
 
@@ -946,15 +963,17 @@ class Store:
         document_ids: np.ndarray,
         cluster_ids: np.ndarray,
     ) -> None:
-        rows = list(
-            zip(
-                [banding_id] * len(document_ids),
-                document_ids.tolist(),
-                cluster_ids.tolist(),
+        for start in range(0, document_ids.size, 100_000):
+            ids = document_ids[start : start + 100_000]
+            rows = zip(
+                itertools.repeat(banding_id, ids.size),
+                ids.tolist(),
+                cluster_ids[start : start + 100_000].tolist(),
                 strict=True,
             )
-        )
-        self._bulk_insert(connection, "clusters", ["banding_id", "document_id", "cluster_id"], rows)
+            self._bulk_insert(
+                connection, "clusters", ["banding_id", "document_id", "cluster_id"], list(rows)
+            )
 
     def iter_clusters(self, connection: Connection, banding_id: int) -> Iterator[dict[str, Any]]:
         """Clustered documents: external_id, cluster (the representative's external id),
