@@ -802,21 +802,21 @@ def dedup(
                 )
             pairs = index.find_pairs(threshold)
             report = index.cluster(threshold, rule=keep.value)
-            drop = {r.external_id: r for r in index.clusters() if not r.is_representative}
-        records = _records_of(paths, fmt.value, id_field, text_field, encoding)
-        kept_records = _kept(records, id_field, drop, once=on_duplicate is Policy.skip)
-        fields = _fields(paths, fmt.value, id_field, text_field, encoding)
-        kept = write_records(kept_records, fields, output_fmt, output, id_field, text_field)
-        report_rows = (
-            {"id": i, "representative": r.cluster, "similarity": r.similarity}
-            for i, r in sorted(drop.items())
-        )
-        write_records(
-            report_rows,
-            ["id", "representative", "similarity"],
-            output_format(dropped, None, default="csv"),
-            dropped,
-        )
+            records = _records_of(paths, fmt.value, id_field, text_field, encoding)
+            kept_records = _kept(records, id_field, index, once=on_duplicate is Policy.skip)
+            fields = _fields(paths, fmt.value, id_field, text_field, encoding)
+            kept = write_records(kept_records, fields, output_fmt, output, id_field, text_field)
+            report_rows = (
+                {"id": r.external_id, "representative": r.cluster, "similarity": r.similarity}
+                for r in index.clusters()
+                if not r.is_representative
+            )
+            drop = write_records(
+                report_rows,
+                ["id", "representative", "similarity"],
+                output_format(dropped, None, default="csv"),
+                dropped,
+            )
     unsigned = (
         f" ({len(added.skipped_empty):,} of them empty, kept unindexed)"
         if added.skipped_empty
@@ -829,7 +829,7 @@ def dedup(
     )
     err.print(
         f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records"
-        f"{unsigned} in {shown(output)}, dropped {len(drop):,} (listed in {shown(dropped)}){rerun}"
+        f"{unsigned} in {shown(output)}, dropped {drop:,} (listed in {shown(dropped)}){rerun}"
     )
 
 
@@ -865,17 +865,21 @@ def _ignore(error: InputError) -> None:
 
 
 def _kept(
-    records: Iterable[dict[str, Any]], id_field: str, drop: dict[str, Any], once: bool
+    records: Iterable[dict[str, Any]], id_field: str, index: Index, once: bool, batch: int = 10_000
 ) -> Iterator[dict[str, Any]]:
-    """The records whose id is not dropped; with ``once``, only the first of an id."""
+    """The records that the index does not cluster under another document (asked batch by
+    batch); with ``once``, only the first of an id."""
     written: set[str] = set()
-    for record in records:
-        external_id = record_id(record, id_field)
-        if external_id in drop or (once and external_id in written):
-            continue
-        if once:
-            written.add(external_id)
-        yield record
+    records = iter(records)
+    while chunk := list(itertools.islice(records, batch)):
+        drop = index.clustered_duplicates(record_id(r, id_field) for r in chunk)
+        for record in chunk:
+            external_id = record_id(record, id_field)
+            if external_id in drop or (once and external_id in written):
+                continue
+            if once:
+                written.add(external_id)
+            yield record
 
 
 def _fields(paths: list[str], fmt: str, id_field: str, text_field: str, encoding: str) -> list[str]:

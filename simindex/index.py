@@ -66,12 +66,15 @@ from simindex.store import (
 )
 from simindex.verify import Profiles, compare
 
-# Band keys reband() holds at once: it makes the fewest passes over the signatures that keep
-# n_documents * bands_per_pass * 8 bytes below this (one pass at 400k documents x 42 bands).
-REBAND_MEMORY = 512 * 2**20
+# Memory of reband()'s band keys: it makes the fewest passes over the signatures that keep
+# n_documents * (bands_per_pass + REBAND_COPIES) * 8 bytes below this (two passes at 400k
+# documents x 42 bands); one band's key-ordered copies (argsort, band, keys, ids, the next
+# band's argsort) take REBAND_COPIES * 8 bytes per document however small the budget.
+REBAND_MEMORY = 96 * 2**20
+REBAND_COPIES = 6
 # Text (and signature) bytes of the documents of one verification chunk: its memory is a
 # small multiple of this (normalized code points, shingle hashes), whatever the pair count.
-VERIFY_TEXT_BYTES = 4 * 2**20
+VERIFY_TEXT_BYTES = 2**20
 # Candidate pairs whose documents' text sizes are asked for in one query.
 SIZED_PAIRS = 100_000
 
@@ -812,33 +815,46 @@ class Index:
         threshold: float,
         text_bytes: int,
     ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
-        """The candidate pairs (sorted by doc_a) with similarity >= threshold, in chunks of
-        (doc_a, doc_b, estimated, exact) whose documents hold about ``text_bytes`` of text
-        (a signature counts as its bytes; a chunk has one pair at least)."""
-        signature_bytes = 4 * self.spec.num_perm
-        for start in range(0, doc_a.size, SIZED_PAIRS):
-            a = doc_a[start : start + SIZED_PAIRS]
-            b = doc_b[start : start + SIZED_PAIRS]
-            ids = np.unique(np.concatenate((a, b)))
-            sizes = signature_bytes
-            if self.keep_text:
-                sizes = sizes + self._store.text_sizes(connection, ids)
-            sizes = np.broadcast_to(sizes, ids.shape)
-            first_of_a = np.r_[True, a[1:] != a[:-1]]  # a repeats (sorted): its text once
-            cost = sizes[np.searchsorted(ids, b)] + sizes[np.searchsorted(ids, a)] * first_of_a
-            for lo, hi in _spans(np.cumsum(cost), text_bytes):
-                yield self._verify_chunk(connection, a[lo:hi], b[lo:hi], threshold)
+        """The candidate pairs with similarity >= threshold, in chunks of (doc_a, doc_b,
+        estimated, exact) whose documents hold about ``text_bytes`` of text."""
+        for lo, hi in self._text_spans(connection, doc_a, doc_b, text_bytes):
+            yield self._verify_chunk(connection, doc_a[lo:hi], doc_b[lo:hi], threshold)
 
     def _verify_chunk(
         self, connection: Connection, a: np.ndarray, b: np.ndarray, threshold: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The pairs (a[i], b[i]) with similarity >= threshold: (doc_a, doc_b, estimated,
         exact)."""
+        estimated, exact = self._similarities(connection, a, b)
+        keep = _similarity(estimated, exact) >= threshold
+        return a[keep], b[keep], estimated[keep], None if exact is None else exact[keep]
+
+    def _similarities(
+        self, connection: Connection, a: np.ndarray, b: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """(estimated, exact or None) Jaccard of the stored documents a[i] and b[i]."""
         ids = np.unique(np.concatenate((a, b)))
         profiles, _ = self._profiles(connection, ids)
-        estimated, exact = compare(profiles, np.searchsorted(ids, a), np.searchsorted(ids, b))
-        keep = (estimated if exact is None else exact) >= threshold
-        return a[keep], b[keep], estimated[keep], None if exact is None else exact[keep]
+        return compare(profiles, np.searchsorted(ids, a), np.searchsorted(ids, b))
+
+    def _text_spans(
+        self, connection: Connection, a: np.ndarray, b: np.ndarray, text_bytes: int
+    ) -> Iterator[tuple[int, int]]:
+        """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
+        ``text_bytes`` of text (a signature counts as its bytes; one pair at least). A run
+        of equal a[i] counts a's text once, so pairs sorted by a make fewer ranges."""
+        signature_bytes = 4 * self.spec.num_perm
+        for start in range(0, a.size, SIZED_PAIRS):
+            block_a, block_b = a[start : start + SIZED_PAIRS], b[start : start + SIZED_PAIRS]
+            ids = np.unique(np.concatenate((block_a, block_b)))
+            sizes = np.full(ids.shape, signature_bytes, dtype=np.int64)
+            if self.keep_text:
+                sizes += self._store.text_sizes(connection, ids)
+            first_of_a = np.r_[True, block_a[1:] != block_a[:-1]]
+            cost = sizes[np.searchsorted(ids, block_b)]
+            cost += sizes[np.searchsorted(ids, block_a)] * first_of_a
+            for lo, hi in _spans(np.cumsum(cost), text_bytes):
+                yield start + lo, start + hi
 
     def pairs(self, threshold: float | None = None) -> Iterator[Pair]:
         """Stored pairs of the active banding with similarity >= threshold, best first.
@@ -925,7 +941,7 @@ class Index:
         if cluster_threshold is None:
             return
         doc_a, doc_b, estimated, exact = found
-        strong = (estimated if exact is None else exact) >= cluster_threshold
+        strong = _similarity(estimated, exact) >= cluster_threshold
         doc_a, doc_b = doc_a[strong], doc_b[strong]
         banding_id = active["id"]
         if since is None or cluster_threshold < threshold:  # rebuilt pairs: rebuild clusters
@@ -966,13 +982,17 @@ class Index:
             while chunk := list(islice(rows, 10_000)):
                 members = np.array([r["document_id"] for r in chunk], dtype=np.int64)
                 clusters = np.array([r["cluster_id"] for r in chunk], dtype=np.int64)
-                ids = np.unique(np.concatenate((members, clusters)))
-                estimated, exact = compare(
-                    self._profiles(connection, ids)[0],
-                    np.searchsorted(ids, members),
-                    np.searchsorted(ids, clusters),
+                similarity = np.concatenate(
+                    [np.empty(0)]
+                    + [
+                        _similarity(
+                            *self._similarities(connection, clusters[lo:hi], members[lo:hi])
+                        )
+                        for lo, hi in self._text_spans(
+                            connection, clusters, members, VERIFY_TEXT_BYTES
+                        )
+                    ]
                 )
-                similarity = estimated if exact is None else exact
                 for row, value in zip(chunk, similarity.tolist(), strict=True):
                     yield ClusterMember(
                         row["external_id"],
@@ -980,6 +1000,13 @@ class Index:
                         row["document_id"] == row["cluster_id"],
                         value,
                     )
+
+    def clustered_duplicates(self, external_ids: Iterable[str]) -> set[str]:
+        """Those of ``external_ids`` that the active banding's clusters hold under another
+        document (not their cluster's representative)."""
+        with self._transaction() as connection:
+            banding_id = self._active_banding(connection)["id"]
+            return self._store.clustered_duplicates(connection, banding_id, list(external_ids))
 
     # -- deleting --------------------------------------------------------------------------
 
@@ -1075,7 +1102,7 @@ class Index:
             banding_id = self._store.create_banding(connection, bands, rows)
             writer = self._store.band_key_writer(connection, banding_id, bulk=True)
             documents = self._store.document_count(connection)
-            per_pass = max(1, REBAND_MEMORY // max(1, 8 * documents))
+            per_pass = max(1, REBAND_MEMORY // max(1, 8 * documents) - REBAND_COPIES)
             for first in range(0, bands, per_pass):
                 # The keys of bands first.. of every document, then each band's rows in key
                 # order: the whole banding arrives in primary-key order.
@@ -1420,7 +1447,7 @@ def _matches(
     threshold: float,
 ) -> list[Match]:
     """Matches for profile rows with similarity >= threshold, best first."""
-    similarity = estimated if exact is None else exact
+    similarity = _similarity(estimated, exact)
     matches = [
         Match(names[row], float(estimated[p]), None if exact is None else float(exact[p]))
         for p, row in enumerate(rows.tolist())
@@ -1476,6 +1503,11 @@ def _expected_recall(banding: dict[str, Any], threshold: float, num_perm: int) -
         stacklevel=3,
     )
     return recall
+
+
+def _similarity(estimated: np.ndarray, exact: np.ndarray | None) -> np.ndarray:
+    """The similarity reported: exact Jaccard when known, else the estimate."""
+    return estimated if exact is None else exact
 
 
 def _spans(cumulative: np.ndarray, budget: int) -> Iterator[tuple[int, int]]:

@@ -942,6 +942,22 @@ class Store:
             found.update((d, c) for d, c in connection.execute(query))
         return found
 
+    def clustered_duplicates(
+        self, connection: Connection, banding_id: int, external_ids: list[str]
+    ) -> set[str]:
+        """Those of ``external_ids`` in a cluster of the banding that another document
+        represents."""
+        among, params = self._among(external_ids, "TEXT")
+        rows = connection.execute(
+            sa.text(
+                "SELECT d.external_id FROM documents d JOIN clusters c ON c.document_id = d.id "
+                "WHERE c.banding_id = :banding_id AND c.cluster_id <> c.document_id "
+                f"AND d.external_id {among}"
+            ),
+            {**params, "banding_id": banding_id},
+        )
+        return set(rows.scalars())
+
     def delete_clusters(
         self, connection: Connection, banding_id: int, document_ids: np.ndarray | None = None
     ) -> None:
