@@ -54,6 +54,7 @@ from bench_pipeline import (  # noqa: E402 (the sibling script: corpus generator
     DATA,
     DEFAULT_PG,
     RESULTS,
+    code_info,
     corpus_name,
     corpus_path,
     cpu_ticks,
@@ -70,6 +71,7 @@ SEED = 20240601
 CORPUS_BYTES, PG_BYTES, SQLITE_BYTES = 480, 4_200, 2_800  # per document, measured at 400k
 PLANTED_J = 0.85
 WHOLE_JOB = ("ingest", "pairs", "export_pairs")
+CODE_ENV = dict(os.environ)  # the environment of the measured processes (see use_code)
 SECTION = "## Scale: every CLI step at 100k, 400k and 4M documents (bench_scale.py)"
 
 
@@ -86,7 +88,7 @@ def run_step(label: str, command: list[str], out: Path | None = None) -> dict:
     busy0, pg0 = cpu_ticks()
     started = time.perf_counter()
     stdout = out.open("wb") if out else subprocess.DEVNULL
-    proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, env=CODE_ENV)
     stderr = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
@@ -125,6 +127,23 @@ def in_child(function: str, *args: str) -> dict:
         text=True,
     )
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def use_code(live: bool) -> dict:
+    """Measure the working tree (``live``) or, by default, a snapshot of git HEAD (so edits
+    during a long run change nothing), its numba kernels compiled by a warm-up first."""
+    info = code_info(live)
+    if "path" in info:
+        CODE_ENV["PYTHONPATH"] = os.pathsep.join(
+            [info["path"], *filter(None, [os.environ.get("PYTHONPATH")])]
+        )
+    db = DATA / ".scale_warmup.db"
+    for command in (["ingest", str(REPO / "examples" / "news.jsonl")], ["pairs"], ["query", "x"]):
+        subprocess.run([*SIMINDEX, command[0], "--db", str(db), *command[1:]], env=CODE_ENV,
+                       check=True, capture_output=True)  # fmt: skip
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return info
 
 
 def planted_truth(corpus: Path) -> Path:
@@ -473,12 +492,15 @@ def main() -> None:
     parser.add_argument("--sqlite-dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--skip", nargs="*", default=[], choices=["dedup"])
     parser.add_argument("--report", action="store_true", help="only draw and write RESULTS.md")
+    parser.add_argument("--live", action="store_true", help="measure the working tree")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(CHILD_STEPS[args.child[0]](*args.child[1:])))
         return
     if not args.report:
+        code = use_code(args.live)
+        print(f"code: {code['code']}", flush=True)
         for size in args.sizes:
             free = shutil.disk_usage(DATA.parent).free
             need = needed_bytes(size, args.backends)
@@ -490,6 +512,7 @@ def main() -> None:
             in_child("corpus", str(size))
             for backend in args.backends:
                 result = bench(size, backend, args)
+                result["code"] = code["code"]
                 out = DATA / f"scale_result_{size}_{backend}.json"
                 out.write_text(json.dumps(result, indent=1))
     runs = saved_runs()

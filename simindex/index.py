@@ -720,6 +720,18 @@ class Index:
         external ids, in the order of ``ids``."""
         return self._as_profiles(ids, self._store.documents_of(connection, ids))
 
+    def _bounded_profiles(
+        self, connection: Connection, ids: np.ndarray
+    ) -> tuple[Profiles, list[str]]:
+        """Like :meth:`_profiles`, fetched and shingled in chunks of about VERIFY_TEXT_BYTES
+        of text, so only the shingle sets (not the texts' transient arrays) add up."""
+        profiles, names = None, []
+        for lo, hi in self._text_spans(connection, ids, ids, VERIFY_TEXT_BYTES):
+            chunk, chunk_names = self._profiles(connection, ids[lo:hi])
+            profiles = chunk if profiles is None else profiles.concat(chunk)
+            names += chunk_names
+        return profiles if profiles is not None else self._profiles(connection, ids)[0], names
+
     def _as_profiles(
         self, ids: np.ndarray, rows: dict[int, tuple[str, str | None, bytes]]
     ) -> tuple[Profiles, list[str]]:
@@ -1235,7 +1247,7 @@ class Index:
             active = self._active_banding(connection)
             documents = self._store.document_count(connection)
             ids = self._store.sample_document_ids(connection, sample, seed)
-            profiles, names = self._profiles(connection, ids)
+            profiles, names = self._bounded_profiles(connection, ids)
         return evaluate_sample(
             profiles,
             names,

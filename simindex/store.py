@@ -519,8 +519,13 @@ class Store:
         """A uniform random sample of ``size`` document ids (all of them when there are no
         more), sorted. Drawn by numpy from the sorted ids, so a seed names the same sample
         on both backends (SQL's random() can't be seeded on SQLite)."""
-        ids = np.fromiter(
-            connection.scalars(select(documents.c.id).order_by(documents.c.id)), dtype=np.int64
+        streamed = {"stream_results": True, "yield_per": 100_000}
+        result = connection.execute(
+            select(documents.c.id).order_by(documents.c.id), execution_options=streamed
+        )
+        ids = np.concatenate(
+            [np.empty(0, np.int64)]
+            + [np.array(rows, dtype=np.int64).reshape(-1) for rows in result.partitions()]
         )
         if ids.size <= size:
             return ids
