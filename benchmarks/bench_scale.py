@@ -264,7 +264,7 @@ class Database:
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
 
-def bench(size: int, backend: str, args: argparse.Namespace) -> dict:
+def bench(size: int, backend: str, args: argparse.Namespace, code: str) -> dict:
     name = corpus_name(str(size))
     corpus, queries = corpus_path(name, SEED), queries_path(name, SEED)
     print(f"{name} on {backend}:", flush=True)
@@ -273,24 +273,33 @@ def bench(size: int, backend: str, args: argparse.Namespace) -> dict:
     db = Database(backend, f"{args.db_prefix}_{backend}_{size}", args.pg_url, args.sqlite_dir)
     base, on = SIMINDEX, ["--db", db.url]
     steps: dict[str, dict] = {}
-    steps["ingest"] = run_step("ingest", [*base, "ingest", str(corpus), *on])
-    steps["pairs"] = run_step("pairs", [*base, "pairs", "--top", "0", *on])
-    steps["clusters"] = run_step("clusters", [*base, "clusters", "--top", "0", *on])
+    result: dict = {"size": size, "backend": backend, "steps": steps, "code": code}
+    saved = DATA / f"scale_result_{size}_{backend}.json"
+
+    def step(key: str, label: str, command: list[str]) -> None:
+        """Run and record a step, saving the run so far (a long run killed keeps it)."""
+        steps[key] = run_step(label, command)
+        result["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        saved.write_text(json.dumps(result, indent=1))
+
+    step("ingest", "ingest", [*base, "ingest", str(corpus), *on])
+    step("pairs", "pairs", [*base, "pairs", "--top", "0", *on])
+    step("clusters", "clusters", [*base, "clusters", "--top", "0", *on])
     pairs_csv = work / "pairs.csv"
-    steps["export_pairs"] = run_step("export pairs", [*base, "export", *on, "-o", str(pairs_csv)])
-    steps["export_clusters"] = run_step(
+    step("export_pairs", "export pairs", [*base, "export", *on, "-o", str(pairs_csv)])
+    step(
+        "export_clusters",
         "export clusters",
         [*base, "export", "--what", "clusters", *on, "-o", str(work / "clusters.csv")],
     )
-    result: dict = {"size": size, "backend": backend, "steps": steps}
     result["quality"] = in_child("quality", str(pairs_csv), str(corpus), "0.8")
     print(f"  quality: {result['quality']}")
     result["latency_after_load"] = query_latency(db.url, queries)
     if backend == "pg":
         db.execute("CHECKPOINT")
         result["latency_after_checkpoint"] = query_latency(db.url, queries)
-    steps["evaluate"] = run_step("evaluate", [*base, "evaluate", "--json", *on])
-    steps["query"] = run_step("query --id", [*base, "query", "--id", "1", *on])
+    step("evaluate", "evaluate", [*base, "evaluate", "--json", *on])
+    step("query", "query --id", [*base, "query", "--id", "1", *on])
     tables = db.tables()
     result["tables"] = tables
     result["bytes_per_document"] = sum(tables.values()) / size
@@ -301,28 +310,24 @@ def bench(size: int, backend: str, args: argparse.Namespace) -> dict:
             json.dumps({"id": f"new{i}", "text": q["text"]}) + "\n" for i, q in enumerate(texts)
         )
     )
-    steps["ingest_new"] = run_step("ingest 205 new", [*base, "ingest", str(new), *on])
-    steps["pairs_incremental"] = run_step(
-        "pairs (incremental)", [*base, "pairs", "--top", "0", *on]
-    )
-    steps["reband"] = run_step(
-        "reband 42 x 3", [*base, "reband", "--bands", "42", "--rows", "3", "-y", *on]
-    )
+    step("ingest_new", "ingest 205 new", [*base, "ingest", str(new), *on])
+    step("pairs_incremental", "pairs (incremental)", [*base, "pairs", "--top", "0", *on])
+    if "reband" not in args.skip:
+        command = [*base, "reband", "--bands", "42", "--rows", "3", "-y", *on]
+        step("reband", "reband 42 x 3", command)
     db.drop()
     if "dedup" not in args.skip:
         scratch = Database(
             backend, f"{args.db_prefix}_{backend}_{size}_dedup", args.pg_url, args.sqlite_dir
         )
         out = work / "dedup.jsonl"
-        steps["dedup"] = run_step(
-            "dedup", [*base, "dedup", str(corpus), "-o", str(out), "--db", scratch.url]
-        )
+        step("dedup", "dedup", [*base, "dedup", str(corpus), "-o", str(out), "--db", scratch.url])
         scratch.drop()
         for f in work.glob("dedup*"):
             f.unlink()
     shutil.rmtree(work, ignore_errors=True)
     result["whole_job_seconds"] = sum(steps[s]["seconds"] for s in WHOLE_JOB)
-    result["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    saved.write_text(json.dumps(result, indent=1))
     return result
 
 
@@ -490,7 +495,7 @@ def main() -> None:
     )
     parser.add_argument("--db-prefix", default="bench_scale", help="names of the databases made")
     parser.add_argument("--sqlite-dir", type=Path, default=Path("/tmp"))
-    parser.add_argument("--skip", nargs="*", default=[], choices=["dedup"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["dedup", "reband"])
     parser.add_argument("--report", action="store_true", help="only draw and write RESULTS.md")
     parser.add_argument("--live", action="store_true", help="measure the working tree")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
@@ -511,10 +516,7 @@ def main() -> None:
                 sys.exit(f"Error: not enough free disk for {size:,} documents")
             in_child("corpus", str(size))
             for backend in args.backends:
-                result = bench(size, backend, args)
-                result["code"] = code["code"]
-                out = DATA / f"scale_result_{size}_{backend}.json"
-                out.write_text(json.dumps(result, indent=1))
+                bench(size, backend, args, code["code"])
     runs = saved_runs()
     draw(runs)
     write_results(report(runs))
