@@ -1,0 +1,70 @@
+"""Work in bounded chunks gives the same results as in one piece, on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import simindex.candidates
+from simindex import Index
+from simindex.index import _spans
+
+
+def _stored(index: Index) -> dict[tuple[str, str], float]:
+    return {(p.id_a, p.id_b): p.similarity for p in index.pairs(0.5)}
+
+
+def test_spans_cover_every_item_once_within_the_budget():
+    cost = np.array([3, 1, 1, 5, 2, 2, 9, 1])
+    spans = list(_spans(np.cumsum(cost), 4))
+    assert spans == [(0, 2), (2, 3), (3, 4), (4, 6), (6, 7), (7, 8)]  # an item over: alone
+    assert list(_spans(np.cumsum(cost), 100)) == [(0, 8)]
+    assert list(_spans(np.empty(0, np.int64), 4)) == []
+
+
+def test_chunked_verification_stores_the_same_pairs(db_url, news, tmp_path):
+    other = f"sqlite:///{tmp_path / 'whole.db'}"
+    with Index.create(other, threshold=0.5) as index:
+        index.add(news)
+        whole = index.find_pairs()
+        expected = _stored(index)
+    with Index.create(db_url, threshold=0.5) as index:
+        index.add(news)
+        chunked = index.find_pairs(text_bytes=1)  # one pair per chunk
+        assert _stored(index) == pytest.approx(expected, abs=1e-12)
+    assert chunked.candidates == whole.candidates and chunked.pairs == whole.pairs == 30
+
+
+def test_collect_merging_as_it_goes_finds_the_distinct_pairs(monkeypatch):
+    rng = np.random.default_rng(3)
+    chunks = []
+    for _ in range(20):
+        sizes = rng.integers(2, 6, size=30)
+        offsets = np.r_[0, np.cumsum(sizes)]
+        members = np.concatenate([rng.choice(60, size, replace=False) for size in sizes])
+        chunks.append((members, offsets))  # a bucket holds a document once
+    once = simindex.candidates.collect(chunks)
+    monkeypatch.setattr(simindex.candidates, "MERGE_AT_LEAST", 7)
+    merged = simindex.candidates.collect(chunks)
+    assert np.array_equal(once.doc_a, merged.doc_a) and np.array_equal(once.doc_b, merged.doc_b)
+    expected = set()
+    for members, offsets in chunks:
+        for i in range(offsets.size - 1):
+            bucket = sorted(members[offsets[i] : offsets[i + 1]].tolist())
+            expected |= {(x, y) for j, x in enumerate(bucket) for y in bucket[j + 1 :]}
+    assert set(zip(merged.doc_a.tolist(), merged.doc_b.tolist(), strict=True)) == expected
+
+
+def test_clusters_in_text_chunks_and_the_duplicates_dedup_drops(db_url, news, monkeypatch):
+    with Index.create(db_url, threshold=0.5) as index:
+        index.add(news)
+        index.find_pairs()
+        index.cluster()
+        whole = list(index.clusters())
+        monkeypatch.setattr("simindex.index.VERIFY_TEXT_BYTES", 1)  # one member per chunk
+        assert list(index.clusters()) == whole
+        members = [m.external_id for m in whole if not m.is_representative]
+        representatives = [m.external_id for m in whole if m.is_representative]
+        asked = [*members, *representatives, "n001-not-indexed"]
+        assert index.clustered_duplicates(asked) == set(members)
+    assert members and representatives
