@@ -418,7 +418,7 @@ def report(runs: list[dict]) -> str:
             ("whole_job_seconds", "whole job (ingest + pairs + export), s"),
             ("bytes_per_document", "database bytes per document"),
         ):
-            cells = [f"{by[(size, b)][key]:,.0f}" for b in backends]
+            cells = [f"{by[(size, b)].get(key, float('nan')):,.0f}" for b in backends]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
         for key in ("latency_after_load", "latency_after_checkpoint"):
             cells = [
@@ -430,7 +430,10 @@ def report(runs: list[dict]) -> str:
             lines.append(f"| query {key.replace('_', ' ')} | " + " | ".join(cells) + " |")
         cells = []
         for b in backends:
-            q = by[(size, b)]["quality"]
+            q = by[(size, b)].get("quality")
+            if q is None:
+                cells.append("—")
+                continue
             cells.append(
                 f"{q['found_085']:,} / {q['planted_085']:,} = {q['recall_085']:.4f}; "
                 f"lowest {q['lowest_similarity']:.3f}, {q['below_threshold']} below 0.8"
@@ -438,7 +441,7 @@ def report(runs: list[dict]) -> str:
         lines.append("| planted pairs J ≥ 0.85 found | " + " | ".join(cells) + " |")
         cells = []
         for b in backends:
-            tables = by[(size, b)]["tables"]
+            tables = by[(size, b)].get("tables", {})
             cells.append(
                 ", ".join(
                     f"{name} {value / size:,.0f}"
@@ -460,8 +463,11 @@ def report(runs: list[dict]) -> str:
                 lines += ["", f"Time at {large:,} ÷ {small:,} ({b}): {ratios} (target ≤ 11x)."]
     for size in sizes:
         if (size, "pg") in by and (size, "sqlite") in by:
-            ratio = (
-                by[(size, "sqlite")]["whole_job_seconds"] / by[(size, "pg")]["whole_job_seconds"]
+            pg, lite = by[(size, "pg")]["steps"], by[(size, "sqlite")]["steps"]
+            if not all(s in pg and s in lite for s in WHOLE_JOB):
+                continue
+            ratio = sum(lite[s]["seconds"] for s in WHOLE_JOB) / sum(
+                pg[s]["seconds"] for s in WHOLE_JOB
             )
             lines += [
                 "",
