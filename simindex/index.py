@@ -66,7 +66,8 @@ from simindex.store import (
 )
 from simindex.verify import Profiles, compare
 
-# Memory of reband()'s band keys: it makes the fewest passes over the signatures that keep
+# Memory of reband()'s band keys where rows must arrive in key order (SQLite; PostgreSQL
+# sorts its bulk load once, so there reband streams): the fewest passes over the signatures that keep
 # n_documents * (bands_per_pass + REBAND_COPIES) * 8 bytes below this (two passes at 400k
 # documents x 42 bands); one band's key-ordered copies (argsort, band, keys, ids, the next
 # band's argsort) take REBAND_COPIES * 8 bytes per document however small the budget.
@@ -1113,21 +1114,12 @@ class Index:
             old = self._store.bandings(connection)
             banding_id = self._store.create_banding(connection, bands, rows)
             writer = self._store.band_key_writer(connection, banding_id, bulk=True)
-            documents = self._store.document_count(connection)
-            per_pass = max(1, REBAND_MEMORY // max(1, 8 * documents) - REBAND_COPIES)
-            for first in range(0, bands, per_pass):
-                # The keys of bands first.. of every document, then each band's rows in key
-                # order: the whole banding arrives in primary-key order.
-                chosen = range(first, min(first + per_pass, bands))
-                ids, keys = self._stored_keys(
-                    connection, bands, rows, chosen, chunk_size=chunk_size
-                )
-                for band, order in enumerate(
-                    _ahead(lambda column: np.argsort(column, kind="stable"), keys.T), first
-                ):
-                    writer.write_rows(
-                        np.full(ids.size, band), keys[order, band - first], ids[order]
-                    )
+            if writer.sorts_at_finish:  # one pass: signatures stream through, chunk by chunk
+                for ids, blobs in self._store.iter_signatures(connection, chunk_size):
+                    sigs = unpack(blobs, self.spec.num_perm)
+                    writer.write(ids, lsh.band_keys(sigs, bands, rows))
+            else:
+                self._write_in_key_order(connection, writer, bands, rows, chunk_size)
             writer.finish()
             self._store.complete_banding(connection, banding_id)
             if activate:
@@ -1140,6 +1132,22 @@ class Index:
             with _database_errors(self._store):
                 self._store.drop_retired_bandings()
         return banding_id
+
+    def _write_in_key_order(
+        self, connection: Connection, writer: BandKeyWriter, bands: int, rows: int, chunk_size: int
+    ) -> None:
+        """The band keys of every stored signature, the whole banding in primary-key order:
+        the keys of a few bands of every document per pass over the signatures, then each
+        band's rows sorted by key."""
+        documents = self._store.document_count(connection)
+        per_pass = max(1, REBAND_MEMORY // max(1, 8 * documents) - REBAND_COPIES)
+        for first in range(0, bands, per_pass):
+            chosen = range(first, min(first + per_pass, bands))
+            ids, keys = self._stored_keys(connection, bands, rows, chosen, chunk_size=chunk_size)
+            for band, order in enumerate(
+                _ahead(lambda column: np.argsort(column, kind="stable"), keys.T), first
+            ):
+                writer.write_rows(np.full(ids.size, band), keys[order, band - first], ids[order])
 
     def activate(self, banding_id: int) -> None:
         """Make a complete banding (built by ``reband(..., activate=False)``) the active

@@ -1277,6 +1277,12 @@ class BandKeyWriter:
                 f"(banding_id DEFAULT {int(banding_id)}) FOR VALUES IN ({int(banding_id)})"
             )
 
+    @property
+    def sorts_at_finish(self) -> bool:
+        """Whether the rows are loaded in bulk and sorted once by finish(), so the order
+        of the batches costs nothing."""
+        return self._bulk
+
     def write(self, document_ids: np.ndarray, keys: np.ndarray) -> None:
         """Band keys of documents: ``keys`` is int64 of shape (len(document_ids), bands)."""
         band, key, doc = _key_rows(keys, document_ids.astype(np.int64))
