@@ -77,7 +77,7 @@ REBAND_COPIES = 6
 # small multiple of this (normalized code points, shingle hashes), whatever the pair count.
 VERIFY_TEXT_BYTES = 2**20
 # Candidate pairs whose documents' text sizes are asked for in one query.
-SIZED_PAIRS = 100_000
+SIZED_PAIRS = 25_000
 
 OnDuplicate = Literal["fail", "skip", "replace"]
 OnEmpty = Literal["fail", "skip"]

@@ -525,7 +525,7 @@ class Store:
         )
         ids = np.concatenate(
             [np.empty(0, np.int64)]
-            + [np.array(rows, dtype=np.int64).reshape(-1) for rows in result.partitions()]
+            + [_int_rows(rows, 1).reshape(-1) for rows in result.partitions()]
         )
         if ids.size <= size:
             return ids
@@ -609,7 +609,7 @@ class Store:
             sa.text(f"SELECT id, coalesce({size}, 0) FROM documents WHERE id {among} ORDER BY id"),
             params,
         ).all()
-        found = np.array(rows, dtype=np.int64).reshape(-1, 2)
+        found = _int_rows(rows, 2)
         sizes = np.zeros(ids.shape[0], dtype=np.int64)
         sizes[np.searchsorted(ids, found[:, 0])] = found[:, 1]
         return sizes
@@ -814,7 +814,7 @@ class Store:
             sa.text(f"SELECT DISTINCT wanted.q, k.document_id FROM {joined} ORDER BY 1, 2"),
             params,
         ).all()
-        pairs_found = np.array(found, dtype=np.int64).reshape(-1, 2)
+        pairs_found = _int_rows(found, 2)
         return pairs_found[:, 0], pairs_found[:, 1]
 
     def _among(self, values: list, sql_type: str) -> tuple[str, dict[str, Any]]:
@@ -914,8 +914,8 @@ class Store:
         for chunk in chunks:
             chunk_query = query if chunk is None else query.where(pairs.c.doc_a.in_(chunk))
             result = connection.execute(chunk_query, execution_options=streamed)
-            found.extend(np.array(rows, dtype=np.int64) for rows in result.partitions())
-        rows = np.concatenate([f.reshape(-1, 2) for f in found])
+            found.extend(_int_rows(rows, 2) for rows in result.partitions())
+        rows = np.concatenate(found)
         return rows[:, 0].copy(), rows[:, 1].copy()
 
     # -- clusters --------------------------------------------------------------------------
@@ -1373,6 +1373,13 @@ def _seconds(value: float | timedelta) -> str:
     """A duration (seconds or a timedelta) for messages: '2.5 s'."""
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
     return f"{seconds:.3g} s"
+
+
+def _int_rows(rows: Sequence[Sequence[int]], columns: int) -> np.ndarray:
+    """Result rows of integers as an int64 array of shape (len(rows), columns); read value
+    by value (np.array() of Row objects probes each row for array attributes, slowly)."""
+    values = itertools.chain.from_iterable(rows)
+    return np.fromiter(values, dtype=np.int64, count=len(rows) * columns).reshape(-1, columns)
 
 
 def _chunks(items: list, size: int) -> Iterator[list]:
