@@ -726,12 +726,13 @@ class Index:
     ) -> tuple[Profiles, list[str]]:
         """Like :meth:`_profiles`, fetched and shingled in chunks of about VERIFY_TEXT_BYTES
         of text, so only the shingle sets (not the texts' transient arrays) add up."""
-        profiles, names = None, []
-        for lo, hi in self._text_spans(connection, ids, ids, VERIFY_TEXT_BYTES):
-            chunk, chunk_names = self._profiles(connection, ids[lo:hi])
-            profiles = chunk if profiles is None else profiles.concat(chunk)
-            names += chunk_names
-        return profiles if profiles is not None else self._profiles(connection, ids)[0], names
+        chunks = [
+            self._profiles(connection, ids[lo:hi])
+            for lo, hi in self._text_spans(connection, ids, ids, VERIFY_TEXT_BYTES)
+        ]
+        if not chunks:
+            return self._profiles(connection, ids)
+        return Profiles.join([p for p, _ in chunks]), [n for _, names in chunks for n in names]
 
     def _as_profiles(
         self, ids: np.ndarray, rows: dict[int, tuple[str, str | None, bytes]]

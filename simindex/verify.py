@@ -27,13 +27,22 @@ class Profiles:
         return self.signatures.shape[0]
 
     def concat(self, other: Profiles) -> Profiles:
+        return Profiles.join([self, other])
+
+    @staticmethod
+    def join(parts: list[Profiles]) -> Profiles:
+        """The rows of every part, in order (each array concatenated once)."""
         sets = None
-        if self.sets is not None and other.sets is not None:
+        if all(p.sets is not None for p in parts):
+            shifts = np.cumsum([0] + [p.sets.offsets[-1] for p in parts[:-1]])
             sets = ShingleSets(
-                np.concatenate((self.sets.hashes, other.sets.hashes)),
-                np.concatenate((self.sets.offsets, other.sets.offsets[1:] + self.sets.offsets[-1])),
+                np.concatenate([p.sets.hashes for p in parts]),
+                np.concatenate(
+                    [parts[0].sets.offsets[:1]]
+                    + [p.sets.offsets[1:] + shift for p, shift in zip(parts, shifts, strict=True)]
+                ),
             )
-        return Profiles(np.concatenate((self.signatures, other.signatures)), sets)
+        return Profiles(np.concatenate([p.signatures for p in parts]), sets)
 
 
 def compare(
