@@ -359,7 +359,7 @@ def draw(runs: list[dict]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (time_ax, rss_ax) = plt.subplots(1, 2, figsize=(13, 5.5))
+    fig, (time_ax, cpu_ax, rss_ax) = plt.subplots(1, 3, figsize=(18, 5.5))
     colors = plt.get_cmap("tab20").colors
     for backend, style in (("pg", "-"), ("sqlite", "--")):
         mine = sorted((r for r in runs if r["backend"] == backend), key=lambda r: r["size"])
@@ -371,8 +371,10 @@ def draw(runs: list[dict]) -> None:
             label = f"{step} ({'PostgreSQL' if backend == 'pg' else 'SQLite'})"
             kw = {"color": colors[i], "linestyle": style, "marker": "o", "label": label}
             time_ax.plot(sizes, [p[1]["seconds"] for p in points], **kw)
+            cpu_ax.plot(sizes, [p[1]["cpu_seconds"] for p in points], **kw)
             rss_ax.plot(sizes, [p[1]["peak_rss_mib"] for p in points], **kw)
-    for ax, title in ((time_ax, "wall time (s)"), (rss_ax, "peak RSS (MiB)")):
+    titles = ((time_ax, "wall time (s)"), (cpu_ax, "CPU time of the simindex process (s)"))
+    for ax, title in (*titles, (rss_ax, "peak RSS (MiB)")):
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("documents")
