@@ -73,6 +73,9 @@ from simindex.verify import Profiles, compare
 # band's argsort) take REBAND_COPIES * 8 bytes per document however small the budget.
 REBAND_MEMORY = 96 * 2**20
 REBAND_COPIES = 6
+# Band key rows per write when reband streams (PostgreSQL): each row is copied ~8 times
+# (keys, sort, COPY tuples and buffer), ~30 MiB at this size.
+REBAND_STREAM_ROWS = 200_000
 # Text (and signature) bytes of the documents of one verification chunk: its memory is a
 # small multiple of this (normalized code points, shingle hashes), whatever the pair count.
 VERIFY_TEXT_BYTES = 2**20
@@ -1116,7 +1119,8 @@ class Index:
             banding_id = self._store.create_banding(connection, bands, rows)
             writer = self._store.band_key_writer(connection, banding_id, bulk=True)
             if writer.sorts_at_finish:  # one pass: signatures stream through, chunk by chunk
-                for ids, blobs in self._store.iter_signatures(connection, chunk_size):
+                per_chunk = max(1, REBAND_STREAM_ROWS // bands)
+                for ids, blobs in self._store.iter_signatures(connection, per_chunk):
                     sigs = unpack(blobs, self.spec.num_perm)
                     writer.write(ids, lsh.band_keys(sigs, bands, rows))
             else:
