@@ -416,12 +416,21 @@ def report(runs: list[dict]) -> str:
                     + ("" if s["ok"] else " FAILED")
                 )
             lines.append(f"| {step} | " + " | ".join(cells) + " |")
-        for key, label in (
-            ("whole_job_seconds", "whole job (ingest + pairs + export), s"),
-            ("bytes_per_document", "database bytes per document"),
-        ):
-            cells = [f"{by[(size, b)].get(key, float('nan')):,.0f}" for b in backends]
-            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        cells = []
+        for b in backends:
+            done = by[(size, b)]["steps"]
+            if all(s in done for s in WHOLE_JOB):
+                wall = sum(done[s]["seconds"] for s in WHOLE_JOB)
+                cells.append(
+                    f"{wall:,.0f} s / {sum(done[s]['cpu_seconds'] for s in WHOLE_JOB):,.0f} s"
+                )
+            else:
+                cells.append("—")
+        lines.append(
+            "| whole job (ingest + pairs + export pairs), wall / CPU | " + " | ".join(cells) + " |"
+        )
+        cells = [f"{by[(size, b)].get('bytes_per_document', float('nan')):,.0f}" for b in backends]
+        lines.append("| database bytes per document | " + " | ".join(cells) + " |")
         for key in ("latency_after_load", "latency_after_checkpoint"):
             cells = [
                 f"p50 {by[(size, b)][key]['p50_ms']:.2f} / p99 {by[(size, b)][key]['p99_ms']:.2f} ms"
@@ -443,7 +452,7 @@ def report(runs: list[dict]) -> str:
         lines.append("| planted pairs J ≥ 0.85 found | " + " | ".join(cells) + " |")
         cells = []
         for b in backends:
-            tables = by[(size, b)].get("tables", {})
+            tables = {k: v for k, v in by[(size, b)].get("tables", {}).items() if v >= size}
             cells.append(
                 ", ".join(
                     f"{name} {value / size:,.0f}"
