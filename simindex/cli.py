@@ -77,6 +77,13 @@ db_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(db_app, name="db")
+spark_app = typer.Typer(
+    help="The same pipeline on Apache Spark, for corpora past one machine (needs the spark "
+    "extra and Java 17).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(spark_app, name="spark")
 
 # Markup off: ids, paths and texts are the user's data, never rich markup (an id "[/]" or
 # "[link=...]" prints as itself); styles are given explicitly where wanted.

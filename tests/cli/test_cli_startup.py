@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from simindex import cli, kernels
 
-HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic")
+HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyspark")
 
 # Run the CLI in a fresh interpreter and list the heavy modules it loaded.
 PROBE = """
@@ -26,7 +26,9 @@ print("heavy modules:", *(m for m in {heavy!r} if m in sys.modules))
 """
 
 
-@pytest.mark.parametrize("args", [[], ["--help"], ["stats", "--help"], ["pairs", "--help"]])
+@pytest.mark.parametrize(
+    "args", [[], ["--help"], ["stats", "--help"], ["pairs", "--help"], ["spark", "--help"]]
+)
 def test_help_loads_no_heavy_module(args):
     probe = PROBE.format(heavy=HEAVY)
     result = subprocess.run(
