@@ -175,9 +175,7 @@ def verify(
         texts = documents.column("text").cast(pa.large_string()).take(pa.array(order))
         sets = shingle_sets(_normalize(pc.fill_null(texts, "")), spec)
     doc_a, doc_b = pairs.column("doc_a").to_numpy(), pairs.column("doc_b").to_numpy()
-    estimated, exact = compare(
-        Profiles(signatures, sets), np.searchsorted(ids, doc_a), np.searchsorted(ids, doc_b)
-    )
+    estimated, exact = compare(Profiles(signatures, sets), _rows(ids, doc_a), _rows(ids, doc_b))
     keep = (estimated if exact is None else exact) >= threshold
     return pa.RecordBatch.from_pydict(
         {
@@ -188,6 +186,17 @@ def verify(
         },
         schema=VERIFIED,
     )
+
+
+def _rows(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions of ``wanted`` in the sorted ``ids``; raises InputError if one is missing."""
+    rows = np.searchsorted(ids, wanted)
+    missing = (rows == ids.shape[0]) | (ids[np.minimum(rows, ids.shape[0] - 1)] != wanted)
+    if missing.any():
+        raise InputError(
+            f"a pair names document {int(wanted[missing][0])}, not among the documents"
+        )
+    return rows
 
 
 def documents_batch(

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from simindex import stages
 from simindex.banding import band_keys
 from simindex.candidates import bucket_pairs, unique_pairs
+from simindex.errors import InputError
 from simindex.minhash import SIGNATURE_DTYPE, signatures
 from simindex.readers import MAX_ID_BYTES, document_problem
 from simindex.shingle import content_hash, normalize, shingle_sets
@@ -213,8 +214,6 @@ def test_sign_stage_takes_integer_ids_and_refuses_wrong_columns():
         pa.RecordBatch.from_pydict({"id": [7, -1], "text": ["a b", "c"]}), spec, {}
     )
     assert signed.column("id").to_pylist() == ["7", "-1"]
-    from simindex.errors import InputError
-
     with pytest.raises(InputError, match="no text column"):
         stages.sign(pa.RecordBatch.from_pydict({"id": ["a"]}), spec, {})
     with pytest.raises(InputError, match="the text column must be text"):
@@ -282,3 +281,14 @@ def test_verify_stage_equals_the_library(batch, data, threshold, exact):
         assert found.column("exact").to_numpy().tobytes() == exact_values[keep].tobytes()
     else:
         assert found.column("exact").null_count == int(keep.sum())
+
+
+def test_verify_stage_refuses_a_pair_of_a_missing_document():
+    spec = SignatureSpec(num_perm=4)
+    documents = stages.documents_batch(np.array([3, 5]), np.zeros((2, 4), np.uint32), None)
+    pairs = pa.RecordBatch.from_pydict({"doc_a": [3, 4], "doc_b": [5, 5]})
+    with pytest.raises(InputError, match="names document 4"):
+        stages.verify(pairs, documents, spec, 0.5)
+    pairs = pa.RecordBatch.from_pydict({"doc_a": [3], "doc_b": [6]})
+    with pytest.raises(InputError, match="names document 6"):
+        stages.verify(pairs, documents, spec, 0.5)
