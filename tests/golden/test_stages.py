@@ -1,15 +1,13 @@
 """The Arrow stages (simindex.stages) give the library's values: the golden vectors of both
 schemes, and byte-equal content hashes, shingle counts, signatures and band keys on random
-Unicode text. Another executor of the stages reuses :func:`golden_cases` and
-:func:`assert_signed_like_library` with its own way of running :func:`simindex.stages.sign`."""
+Unicode text. Another executor of the stages reuses :func:`check_golden` (given its own way
+of running :func:`simindex.stages.sign`) and :func:`assert_signed_like_library`."""
 
 from __future__ import annotations
 
 import json
-import sys
 from collections import defaultdict
 from collections.abc import Callable
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -26,9 +24,7 @@ from simindex.readers import MAX_ID_BYTES, document_problem
 from simindex.shingle import content_hash, normalize, shingle_sets
 from simindex.spec import SignatureSpec
 from simindex.verify import Profiles, compare
-
-sys.path.insert(0, str(Path(__file__).parent))
-from test_golden import (  # noqa: E402
+from tests.golden.test_golden import (
     ALL_VECTORS,
     PROPERTY_SETTINGS,
     _bandings,
@@ -40,6 +36,7 @@ from test_golden import (  # noqa: E402
     texts,
 )
 
+# A way to run stages.sign(documents, spec, bandings, shingles=True) on an executor.
 Sign = Callable[[pa.RecordBatch, SignatureSpec, dict[int, tuple[int, int]]], pa.RecordBatch]
 
 
