@@ -191,7 +191,10 @@ def verify(
 def _rows(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
     """Positions of ``wanted`` in the sorted ``ids``; raises InputError if one is missing."""
     rows = np.searchsorted(ids, wanted)
-    missing = (rows == ids.shape[0]) | (ids[np.minimum(rows, ids.shape[0] - 1)] != wanted)
+    found = np.zeros(wanted.shape[0], bool)
+    inside = rows < ids.shape[0]
+    found[inside] = ids[rows[inside]] == wanted[inside]
+    missing = ~found
     if missing.any():
         raise InputError(
             f"a pair names document {int(wanted[missing][0])}, not among the documents"

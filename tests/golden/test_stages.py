@@ -289,3 +289,6 @@ def test_verify_stage_refuses_a_pair_of_a_missing_document():
     pairs = pa.RecordBatch.from_pydict({"doc_a": [3], "doc_b": [6]})
     with pytest.raises(InputError, match="names document 6"):
         stages.verify(pairs, documents, spec, 0.5)
+    nothing = stages.documents_batch(np.empty(0, np.int64), np.empty((0, 4), np.uint32), None)
+    with pytest.raises(InputError, match="names document 3"):
+        stages.verify(pairs, nothing, spec, 0.5)
