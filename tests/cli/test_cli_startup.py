@@ -1,5 +1,5 @@
-"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy nor psycopg, and the
-first run after install says that it compiles the kernels (once)."""
+"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy, psycopg, pyarrow nor
+pyspark, and the first run after install says that it compiles the kernels (once)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from simindex import cli, kernels
 
-HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyspark")
+HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyarrow", "pyspark")
 
 # Run the CLI in a fresh interpreter and list the heavy modules it loaded.
 PROBE = """

@@ -120,7 +120,9 @@ def test_spark_dedup_keeps_drops_pairs_and_clusters_as_the_library(spark, shards
     assert f"{empty:,} empty document(s) kept unindexed" in result.stderr
 
 
-def test_notebook_dedup_by_estimate_in_engine_keeps_the_earliest_as_the_library(spark, shards, tmp_path):
+def test_notebook_dedup_by_estimate_in_engine_keeps_the_earliest_as_the_library(
+    spark, shards, tmp_path
+):
     records = [r for p in expand_inputs([str(shards)]) for r in read_documents(p)][:2000]
     rows = [{"id": i, "text": t, "position": p} for p, (i, t, _) in enumerate(records)]
     frame = spark.createDataFrame(rows, "id string, text string, position long").coalesce(1)
