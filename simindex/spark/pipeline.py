@@ -42,7 +42,7 @@ Policy = Literal["fail", "skip"]
 OUTPUT_FORMATS = ("parquet", "jsonl")
 # The banding id the band keys are signed under (a job has one banding).
 _BANDING = 0
-_SIGNED = (
+SIGNED_SCHEMA = (
     "doc long, id string, problem string, fatal boolean, content_hash long, "
     "shingle_count long, signature binary, band_keys array<long>"
 )
@@ -512,7 +512,7 @@ def sign(documents: DataFrame, spec: SignatureSpec, bands: int, rows: int) -> Da
         for batch in batches:
             yield sign_batch(batch, spec, bands, rows)
 
-    return documents.select(columns).mapInArrow(signed, _SIGNED)
+    return documents.select(columns).mapInArrow(signed, SIGNED_SCHEMA)
 
 
 def sign_batch(batch: pa.RecordBatch, spec: SignatureSpec, bands: int, rows: int) -> pa.RecordBatch:

@@ -15,8 +15,8 @@ from simindex.banding import band_keys
 from simindex.minhash import pack, sign
 from simindex.readers import document_problem
 from simindex.shingle import content_hash, normalize
+from simindex.spark.pipeline import SIGNED_SCHEMA, sign_batch
 from simindex.spark.pipeline import sign as spark_sign
-from simindex.spark.pipeline import sign_batch
 from simindex.spec import SCHEME_V1, SCHEME_V2, SCHEMES, SignatureSpec
 
 GOLDEN = Path(__file__).parents[1] / "golden"
@@ -76,10 +76,7 @@ def test_golden_vectors_through_spark_signing(spark) -> None:
     rows = _golden_rows()
     assert {r["scheme"] for r in rows} == set(SCHEMES)
     frame = spark.createDataFrame(rows).repartition(2)
-    schema = (
-        "doc long, id string, problem string, content_hash long, shingle_count long, "
-        "signature binary, band_keys array<long>, expected string"
-    )
+    schema = f"{SIGNED_SCHEMA}, expected string"
     signed = frame.mapInArrow(_sign_by_case, schema).collect()
     assert len(signed) == len(rows)
     for row in signed:
