@@ -21,9 +21,9 @@ from sqlalchemy import (
     SmallInteger,
     Table,
     Text,
-    TypeDecorator,
     func,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
@@ -34,22 +34,6 @@ NAMING_CONVENTION = {
 }
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
-
-
-class JsonDocument(TypeDecorator):
-    """JSON, stored as JSONB on PostgreSQL. SQLAlchemy's PostgreSQL dialect (and asyncio,
-    which it imports) loads only for a PostgreSQL index, not to open a SQLite file."""
-
-    impl = JSON
-    cache_ok = True
-
-    def load_dialect_impl(self, dialect):
-        if dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import JSONB
-
-            return dialect.type_descriptor(JSONB())
-        return dialect.type_descriptor(JSON())
-
 
 # Document ids are BIGINT on PostgreSQL and the rowid (INTEGER PRIMARY KEY) on SQLite.
 DocumentId = BigInteger().with_variant(Integer(), "sqlite")
@@ -79,7 +63,7 @@ documents = Table(
     Column("content_hash", BigInteger, nullable=False, index=True),
     Column("shingle_count", Integer, nullable=False),
     Column("text", Text),
-    Column("metadata", JsonDocument()),
+    Column("metadata", JSON().with_variant(JSONB(), "postgresql")),
     Column(
         "ingested_at",
         DateTime(timezone=True),
