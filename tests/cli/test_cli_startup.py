@@ -1,6 +1,6 @@
-"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy nor psycopg; a
-command that runs no kernel loads neither numba, psycopg (on SQLite) nor Alembic; and the
-first run after install says that it compiles the kernels (once)."""
+"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy, psycopg nor pyarrow;
+a command that runs no kernel loads neither numba, pyarrow, psycopg (on SQLite) nor Alembic;
+and the first run after install says that it compiles the kernels (once)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from typer.testing import CliRunner
 
 from simindex import Index, cli, kernels
 
-HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic")
-# What a command that only reads the database needs not: the kernels' compiler, PostgreSQL's
-# driver for a SQLite index, the migrations' engine for an index at the current revision.
-NOT_FOR_READING = ("numba", "llvmlite", "psycopg", "alembic", "mako")
+HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyarrow")
+# What a command that only reads the database needs not: the kernels' compiler, the stages'
+# Arrow, PostgreSQL's driver for a SQLite index, the migrations' engine for an index at the
+# current revision.
+NOT_FOR_READING = ("numba", "llvmlite", "pyarrow", "psycopg", "alembic", "mako")
 
 # Run the CLI in a fresh interpreter: its exit status, and the heavy modules it loaded.
 PROBE = """
