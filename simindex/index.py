@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,21 +21,18 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import version
 from itertools import islice
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from simindex import banding as lsh
 from simindex import migrate
-from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE, bucket_pairs, collect, group_keys
-from simindex.cluster import RULES, Rule, components, representatives
 from simindex.defaults import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_BUCKET_SIZE,
     DEFAULT_RECALL,
     DEFAULT_SAMPLE,
     DEFAULT_THRESHOLD,
@@ -50,11 +48,7 @@ from simindex.errors import (
     SimindexError,
     SpecMismatchError,
 )
-from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
-from simindex.evaluate import evaluate as evaluate_sample
-from simindex.minhash import sign, signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
-from simindex.shingle import ShingleSets, normalize, normalize_batch, shingle_sets
 from simindex.spec import SignatureSpec
 from simindex.store import (
     DEFAULT_LOCK_TIMEOUT,
@@ -64,7 +58,14 @@ from simindex.store import (
     database_url,
     display_url,
 )
-from simindex.verify import Profiles, compare
+
+# The pipeline's modules compile numba kernels: they load inside the methods that run them,
+# so commands that only read the database (stats, show, export) start without numba.
+if TYPE_CHECKING:
+    from simindex.cluster import Rule
+    from simindex.evaluate import CandidateEstimate, Evaluation
+    from simindex.shingle import ShingleSets
+    from simindex.verify import Profiles
 
 # Memory of reband()'s band keys where rows must arrive in key order (SQLite; PostgreSQL
 # sorts its bulk load once, so there reband streams): the fewest passes over the signatures that keep
@@ -298,7 +299,7 @@ class Index:
         uses the index instead (its first add(), say), so that if that fails no index is left.
 
         The first banding is (bands, rows) when given, else the tuner's choice for
-        ``threshold`` (see banding.tune_threshold). Raises DatabaseError if the database
+        ``threshold`` (banding.banding_for). Raises DatabaseError if the database
         already holds an index, or tables of the same names. A half-created index (a
         schema with no settings and no documents, which older versions could leave) is
         completed, and ``completed_half_created`` is True. Writers wait for each other up
@@ -310,14 +311,15 @@ class Index:
         if (bands is None) != (rows is None):
             raise ParameterError("give both bands and rows, or neither (to tune for the threshold)")
         if bands is None:
-            chosen = lsh.tune_threshold(spec.num_perm, min(threshold, 0.99)).chosen
-            bands, rows = chosen.bands, chosen.rows
+            bands, rows = lsh.banding_for(spec.num_perm, threshold)
         lsh.check_banding(bands, rows, spec.num_perm)
         store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:
             state = _index_state(store, connection)
         if state == "index":
             raise _already_an_index(store)
+        from importlib.metadata import version
+
         settings = {
             **spec.to_dict(),
             "keep_text": keep_text,
@@ -493,23 +495,34 @@ class Index:
         """Validate, normalize, shingle, MinHash and band a batch: no database work, so it
         runs ahead in a worker thread (see _ahead). Only ``verify`` needs the sorted shingle
         sets; signing without them is faster (see minhash.sign)."""
+        import pyarrow as pa
+
+        from simindex import stages
+
         external_ids, texts, metadata = _unpack_documents(documents, max_chars)
-        normalized = normalize_batch(texts)
-        if verify:
-            sets = shingle_sets(normalized, self.spec)
-            sigs, counts = signatures(sets, self.spec), sets.counts
-        else:
-            sets = None
-            sigs, counts = sign(normalized, self.spec)
+        arrow = pa.RecordBatch.from_pydict(
+            {
+                "id": pa.array(external_ids, pa.large_string()),
+                "text": pa.array(texts, pa.large_string()),
+            }
+        )
+        signed = stages.sign(
+            arrow,
+            self.spec,
+            {b["id"]: (b["bands"], b["rows"]) for b in bandings},
+            max_chars=max_chars,
+            shingles=verify,
+        )
+        sigs, counts = stages.signed_arrays(signed)
         return _Batch(
             external_ids=external_ids,
             texts=texts,
             metadata=metadata,
-            content_hashes=normalized.content_hashes(),
+            content_hashes=signed.column("content_hash").to_pylist(),
             counts=counts,
-            sets=sets,
+            sets=stages.shingle_sets_of(signed) if verify else None,
             signatures=sigs,
-            keys={b["id"]: lsh.band_keys(sigs, b["bands"], b["rows"]) for b in bandings},
+            keys={b["id"]: stages.band_keys_array(signed, b["id"]) for b in bandings},
         )
 
     def _add_batch(self, connection: Connection, batch: _Batch, call: _AddCall) -> None:
@@ -540,6 +553,8 @@ class Index:
             result.replaced.extend(replaced)
 
         if find_duplicates is not None and active is not None:
+            from simindex.verify import Profiles
+
             profiles = Profiles(batch.signatures, batch.sets)
             found = self._duplicates_of_new(
                 connection,
@@ -620,6 +635,9 @@ class Index:
         threshold: float,
     ) -> dict[str, list[Match]]:
         """Matches of each new document among indexed documents and earlier new ones."""
+        from simindex.candidates import bucket_pairs, group_keys
+        from simindex.verify import compare
+
         query_rows, doc_ids = self._store.lookup(connection, banding_id, keys)
         stored_ids = np.unique(doc_ids)
         stored, stored_names = self._profiles(connection, stored_ids)
@@ -663,6 +681,10 @@ class Index:
         earliest documents) are compared, as find_pairs links a hot bucket's members to
         one: a match found only through such buckets, and not among their earliest
         members, is missed. That bounds a query's time and memory on skewed data."""
+        from simindex.minhash import signatures
+        from simindex.shingle import normalize, shingle_sets
+        from simindex.verify import Profiles
+
         normalized = normalize(text)
         if not normalized:
             raise EmptyDocumentError(
@@ -699,6 +721,8 @@ class Index:
         max_bucket_size: int,
         exclude: int | None,
     ) -> list[Match]:
+        from simindex.verify import compare
+
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if max_bucket_size < 1:
             raise ParameterError(f"max_bucket_size must be at least 1, got {max_bucket_size}")
@@ -729,6 +753,8 @@ class Index:
     ) -> tuple[Profiles, list[str]]:
         """Like :meth:`_profiles`, fetched and shingled in chunks of about VERIFY_TEXT_BYTES
         of text, so only the shingle sets (not the texts' transient arrays) add up."""
+        from simindex.verify import Profiles
+
         chunks = [
             self._profiles(connection, ids[lo:hi])
             for lo, hi in self._text_spans(connection, ids, ids, VERIFY_TEXT_BYTES)
@@ -741,6 +767,10 @@ class Index:
         self, ids: np.ndarray, rows: dict[int, tuple[str, str | None, bytes]]
     ) -> tuple[Profiles, list[str]]:
         """Profiles of documents from their stored rows (see Store.documents_of)."""
+        from simindex.minhash import unpack
+        from simindex.shingle import normalize_batch, shingle_sets
+        from simindex.verify import Profiles
+
         sigs = unpack([rows[int(i)][2] for i in ids], self.spec.num_perm)
         names = [rows[int(i)][0] for i in ids]
         if not self.keep_text:
@@ -789,6 +819,8 @@ class Index:
                 )
                 new_documents = int(added.size)
             buckets = self._store.iter_buckets(connection, banding_id, touching)
+            from simindex.candidates import collect
+
             candidates = collect(buckets, max_bucket_size)
             doc_a, doc_b = candidates.doc_a, candidates.doc_b
             if since is not None:  # pairs of two older documents are stored already
@@ -841,15 +873,34 @@ class Index:
         self, connection: Connection, a: np.ndarray, b: np.ndarray, threshold: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The pairs (a[i], b[i]) with similarity >= threshold: (doc_a, doc_b, estimated,
-        exact)."""
-        estimated, exact = self._similarities(connection, a, b)
-        keep = _similarity(estimated, exact) >= threshold
-        return a[keep], b[keep], estimated[keep], None if exact is None else exact[keep]
+        exact), by stages.verify."""
+        import pyarrow as pa
+
+        from simindex import stages
+        from simindex.minhash import unpack
+
+        ids = np.unique(np.concatenate((a, b)))
+        rows = self._store.documents_of(connection, ids)
+        documents = stages.documents_batch(
+            ids,
+            unpack([rows[int(i)][2] for i in ids], self.spec.num_perm),
+            [rows[int(i)][1] for i in ids] if self.keep_text else None,
+        )
+        pairs = pa.RecordBatch.from_pydict({"doc_a": a, "doc_b": b})
+        found = stages.verify(pairs, documents, self.spec, threshold)
+        return (
+            found.column("doc_a").to_numpy(),
+            found.column("doc_b").to_numpy(),
+            found.column("estimated").to_numpy(),
+            found.column("exact").to_numpy() if self.keep_text else None,
+        )
 
     def _similarities(
         self, connection: Connection, a: np.ndarray, b: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """(estimated, exact or None) Jaccard of the stored documents a[i] and b[i]."""
+        from simindex.verify import compare
+
         ids = np.unique(np.concatenate((a, b)))
         profiles, _ = self._profiles(connection, ids)
         return compare(profiles, np.searchsorted(ids, a), np.searchsorted(ids, b))
@@ -910,6 +961,8 @@ class Index:
         """Group the stored pairs with similarity >= threshold into connected components,
         stored as clusters named by their representative (``rule``: earliest or longest).
         Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date."""
+        from simindex.cluster import RULES
+
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if rule not in RULES:
             raise ParameterError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -939,6 +992,8 @@ class Index:
         self, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, rule: Rule
     ) -> tuple[np.ndarray, np.ndarray]:
         """(documents, their cluster ids) of the components of the edges (doc_a, doc_b)."""
+        from simindex.cluster import components, representatives
+
         documents, component = components(doc_a, doc_b)
         counts = self._store.shingle_counts_of(connection, documents) if rule == "longest" else None
         return documents, representatives(documents, component, counts, rule)
@@ -1069,6 +1124,8 @@ class Index:
         return {i: StoredDocument(**found[i]) for i in wanted if i in found}
 
     def _delete(self, connection: Connection, ids: np.ndarray) -> None:
+        from simindex.minhash import unpack
+
         if not ids.size:
             return
         affected = {}
@@ -1119,6 +1176,8 @@ class Index:
             banding_id = self._store.create_banding(connection, bands, rows)
             writer = self._store.band_key_writer(connection, banding_id, bulk=True)
             if writer.sorts_at_finish:  # one pass: signatures stream through, chunk by chunk
+                from simindex.minhash import unpack
+
                 per_chunk = max(1, REBAND_STREAM_ROWS // bands)
                 for ids, blobs in self._store.iter_signatures(connection, per_chunk):
                     sigs = unpack(blobs, self.spec.num_perm)
@@ -1182,6 +1241,8 @@ class Index:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Ids (ascending) of the documents above id ``after`` and their band keys for a
         (bands x rows) banding (only the ``chosen`` bands), from their stored signatures."""
+        from simindex.minhash import unpack
+
         chosen = range(bands) if chosen is None else chosen
         ids = [np.empty(0, np.int64)]
         keys = [np.empty((0, len(chosen)), np.int64)]
@@ -1252,6 +1313,8 @@ class Index:
         verification at ``threshold`` (default: the index's), and the estimate's error, against the exact
         Jaccard of all pairs >= ``floor`` among ``sample`` random documents (all of them
         when the index holds fewer). Needs stored text. See docs/evaluation.md."""
+        from simindex.evaluate import evaluate as evaluate_sample
+
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")
         _check_seed(seed)
@@ -1278,6 +1341,9 @@ class Index:
         """How many candidate pairs each (bands, rows) would make on this index's documents,
         from the stored signatures of ``sample`` random documents (see
         simindex.evaluate.estimate_candidates): the cost of recall, before re-banding."""
+        from simindex.evaluate import estimate_candidates
+        from simindex.minhash import unpack
+
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")
         _check_seed(seed)
@@ -1313,13 +1379,16 @@ class Index:
         self._pending = None
 
 
-_OPERATIONAL_ERRORS = (
-    sa.exc.OperationalError,
-    sa.exc.InterfaceError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-)
-_INTEGRITY_ERRORS = (sa.exc.IntegrityError, sqlite3.IntegrityError, psycopg.IntegrityError)
+_OPERATIONAL_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError)
+_INTEGRITY_ERRORS = (sa.exc.IntegrityError, sqlite3.IntegrityError)
+
+
+def _psycopg(*names: str) -> tuple[type[Exception], ...]:
+    """psycopg's exception classes ``names``, if psycopg is loaded: only a PostgreSQL index
+    loads it (SQLite never pays for its import), and nothing else raises them."""
+    module = sys.modules.get("psycopg")
+    return tuple(getattr(module, name) for name in names) if module else ()
+
 
 # SQLite errors that come from the environment (file, disk, locks), not from simindex.
 _SQLITE_USER_ERRORS = (
@@ -1347,11 +1416,11 @@ def _database_errors(store: Store) -> Iterator[None]:
     Bulk loads use the driver's cursor directly, so its own exception classes come too."""
     try:
         yield
-    except (sa.exc.DBAPIError, sqlite3.Error, psycopg.Error) as exc:
+    except (sa.exc.DBAPIError, sqlite3.Error, *_psycopg("Error")) as exc:
         orig = getattr(exc, "orig", None) or exc
         reason = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
         url = display_url(store.engine.url)
-        if isinstance(exc, _INTEGRITY_ERRORS):
+        if isinstance(exc, (*_INTEGRITY_ERRORS, *_psycopg("IntegrityError"))):
             raise DatabaseError(f"database {url} refused the change: {reason}") from None
         if store.dialect == "sqlite":
             if reason.startswith(_SQLITE_DAMAGE):
@@ -1364,7 +1433,9 @@ def _database_errors(store: Store) -> Iterator[None]:
                     f"database {url} failed: {reason}. Check the file's path and "
                     "permissions, and the free disk space"
                 ) from None
-        elif isinstance(exc, _OPERATIONAL_ERRORS):
+        elif isinstance(
+            exc, (*_OPERATIONAL_ERRORS, *_psycopg("OperationalError", "InterfaceError"))
+        ):
             raise DatabaseError(
                 f"database {url} failed: {reason}. Is the server running, the URL right and "
                 "the disk not full? (a local PostgreSQL: `docker compose up -d`)"
@@ -1437,12 +1508,12 @@ def schema_revision(
     finally:
         store.engine.dispose()
     if revision is None:
-        return None, migrate.head_revision(), "no simindex index here: `simindex init` creates one"
+        return None, migrate.HEAD_REVISION, "no simindex index here: `simindex init` creates one"
     try:
         migrate.check_revision(revision)
     except SchemaVersionError as exc:
-        return revision, migrate.head_revision(), str(exc)
-    return revision, migrate.head_revision(), "up to date"
+        return revision, migrate.HEAD_REVISION, str(exc)
+    return revision, migrate.HEAD_REVISION, "up to date"
 
 
 def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
