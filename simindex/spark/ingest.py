@@ -41,7 +41,7 @@ from simindex.errors import (
     SimindexError,
 )
 from simindex.index import Index
-from simindex.readers import DEFAULT_MAX_CHARS
+from simindex.readers import DEFAULT_MAX_CHARS, record_metadata
 from simindex.spec import SignatureSpec
 from simindex.store import StagedLoad, Store, create_engine, database_url
 
@@ -86,8 +86,9 @@ def ingest(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     **create_options: Any,
 ) -> IngestReport:
-    """Add the documents of ``dataframe`` (columns ``id``, ``text`` and optionally
-    ``metadata`` as JSON text) to the PostgreSQL index at ``url`` (in ``schema``), creating
+    """Add the documents of ``dataframe`` (columns ``id``, ``text``, optionally
+    ``metadata`` as JSON text and ``problem``: why a row is no document, a reader's message,
+    null if it is one) to the PostgreSQL index at ``url`` (in ``schema``), creating
     it with ``create_options`` (see Index.create: threshold, bands, rows, keep_text) if the
     database holds none. All of it in one transaction of the index: on an error nothing is
     added (see the module docstring).
@@ -144,6 +145,57 @@ def ingest(
     return IngestReport(
         **report, created=created, partitions=len(parts), seconds=time.perf_counter() - started
     )
+
+
+def ingest_files(
+    paths: list[str],
+    url: str,
+    *,
+    fmt: str = "auto",
+    id_field: str = "id",
+    text_field: str = "text",
+    encoding: str = "utf-8",
+    master: str | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
+    **options: Any,
+) -> IngestReport:
+    """``simindex spark ingest``: the documents of the input files (readers.expand_inputs'
+    list; one task a file), read and checked as ``ingest`` reads them, with the same
+    metadata (a record's other fields), into the index at ``url`` by :func:`ingest`
+    (``options``: its keyword arguments)."""
+    from simindex.spark.read import read_files
+    from simindex.spark.session import session
+
+    spark = session(master)
+    records = read_files(
+        spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,
+        max_chars=max_chars,
+    )  # fmt: skip
+    fatal = records.filter("fatal").select("problem").first()
+    if fatal is not None:
+        raise InputError(fatal["problem"])
+
+    def documents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            metadata = [
+                None if r is None else record_metadata(json.loads(r), id_field, text_field)
+                for r in batch["record"].to_pylist()
+            ]
+            yield pa.RecordBatch.from_pydict(
+                {
+                    "id": batch["id"],
+                    "text": batch["text"],
+                    "metadata": pa.array(
+                        [None if m is None else json.dumps(m) for m in metadata], pa.string()
+                    ),
+                    "problem": batch["problem"],
+                }
+            )
+
+    frame = records.select("id", "text", "record", "problem").mapInArrow(
+        documents, "id STRING, text STRING, metadata STRING, problem STRING"
+    )
+    return ingest(frame, url, max_chars=max_chars, **options)
 
 
 def _run(job: DataFrame) -> list[Any]:
@@ -220,6 +272,8 @@ def _stage_batch(
     from ``first_id``; the others are recorded as rejected. Returns how many were staged."""
     signed = stages.sign(batch, spec, bandings, max_chars=max_chars)
     problems = signed.column("problem")
+    if "problem" in batch.schema.names:  # the reader's word on a record comes first
+        problems = pc.coalesce(batch["problem"], problems)
     good = pc.and_(
         pc.is_null(problems), pc.fill_null(pc.greater(signed["shingle_count"], 0), False)
     )

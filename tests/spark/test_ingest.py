@@ -8,8 +8,10 @@ import json
 
 import pytest
 import sqlalchemy as sa
+from typer.testing import CliRunner
 
 from simindex import Index
+from simindex.cli import app
 from simindex.errors import (
     DuplicateIdError,
     EmptyDocumentError,
@@ -189,3 +191,32 @@ def test_a_partition_is_staged_once_however_many_attempts(pg_url):
     finally:
         staged.drop()
         store.engine.dispose()
+
+
+def test_the_command_ingests_shards_as_ingest_does(spark, pg_url, corpus, tmp_path):
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    for number in range(3):
+        lines = [
+            json.dumps({"id": i, "text": t, **(m or {})}) for i, t, m in corpus[number::3][:40]
+        ]
+        (shards / f"part-{number}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    result = runner.invoke(
+        app, ["spark", "ingest", str(shards), "--db", pg_url, "--schema", "spark"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Added 120 new documents from 3 Spark tasks" in result.output
+    assert "Created a new index" in result.output
+    result = runner.invoke(app, ["ingest", str(shards), "--db", pg_url, "--schema", "local"])
+    assert result.exit_code == 0, result.output
+    assert snapshot(pg_url, "spark") == snapshot(pg_url, "local")
+
+    (shards / "part-3.jsonl").write_text('{"id": "x", "text": "fine"}\n{"id": "y"\n')
+    result = runner.invoke(
+        app, ["spark", "ingest", str(shards), "--db", pg_url, "--schema", "spark"]
+    )
+    assert result.exit_code == 1
+    assert result.output.startswith("Error: ") and "part-3.jsonl:2" in result.output
+    assert len(result.output.strip().splitlines()) == 1
+    assert table_rows(pg_url, "spark", "SELECT count(*) FROM documents") == [(120,)]
