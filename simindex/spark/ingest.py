@@ -171,12 +171,12 @@ def ingest_files(
         spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,
         max_chars=max_chars,
     )  # fmt: skip
-    fatal = records.filter("fatal").select("problem").first()
-    if fatal is not None:
-        raise InputError(fatal["problem"])
 
     def documents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
+            fatal = batch["problem"].filter(batch["fatal"]).to_pylist()
+            if fatal:  # a file that can't be read fails the job (and is never skipped)
+                raise InputError(fatal[0])
             metadata = [
                 None if r is None else record_metadata(json.loads(r), id_field, text_field)
                 for r in batch["record"].to_pylist()
@@ -192,7 +192,7 @@ def ingest_files(
                 }
             )
 
-    frame = records.select("id", "text", "record", "problem").mapInArrow(
+    frame = records.select("id", "text", "record", "problem", "fatal").mapInArrow(
         documents, "id STRING, text STRING, metadata STRING, problem STRING"
     )
     return ingest(frame, url, max_chars=max_chars, **options)
