@@ -36,6 +36,7 @@ import gzip
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -68,7 +69,8 @@ def shards(docs: int, count: int, seed: int) -> Path:
     folder = DATA / f"{name}_seed{seed}_v{pipeline.GENERATOR_VERSION}_shards{count}"
     if folder.exists():
         return folder
-    pipeline.step_corpus(name, seed)
+    if not pipeline.corpus_path(name, seed).exists():
+        pipeline.step_corpus(name, seed)
     scratch = folder.with_suffix(".tmp")
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
@@ -337,6 +339,13 @@ def bench(args: argparse.Namespace) -> dict:
                        urls["spark-ingest local[2]"], "--master", "local[2]"]  # fmt: skip
             result = measure(command, spark_env(log_dir))
             result["spark_stages"] = spark_stages(log_dir)
+            said = re.search(
+                r"staged in ([\d.]+) s, moved into the index in ([\d.]+) s", result["stderr"]
+            )
+            result["stages"] = {
+                "sign + stage (job)": float(said[1]),
+                "move (transaction)": float(said[2]),
+            }
             results["spark-ingest local[2]"] = result
             digests = {k: index_digest(url) for k, url in urls.items()}
             results["ingest_identical"] = digests["pg-index"] == digests["spark-ingest local[2]"]

@@ -1443,8 +1443,10 @@ def spark_ingest(
     ]
     err.print(
         f"Added {report.added:,} new documents from {report.partitions:,} Spark tasks in "
-        f"{report.seconds:.1f} s ({report.added / max(report.seconds, 1e-9):,.0f} docs/s); "
-        f"the index holds {report.total:,}" + (f"; skipped {', '.join(skipped)}" if skipped else "")
+        f"{report.seconds:.1f} s ({report.added / max(report.seconds, 1e-9):,.0f} docs/s: "
+        f"signed and staged in {report.staging_seconds:.1f} s, moved into the index in "
+        f"{report.moving_seconds:.1f} s); the index holds {report.total:,}"
+        + (f"; skipped {', '.join(skipped)}" if skipped else "")
     )
     for external_id, problem in report.examples:
         err.print(f"  skipped {shown(problem or f'{external_id!r}: empty')}")
