@@ -456,7 +456,7 @@ class Store:
     ) -> None:
         """``ingested_at``: an aware datetime, stored as UTC (SQLite: with microseconds, in
         SQLAlchemy's text format, so that comparisons with bound datetimes are right).
-        ``table``: documents, or a staging table of its columns (see create_staging)."""
+        ``table``: documents, or a staging table of its columns (see StagedLoad)."""
         columns = ["id", "external_id", "content_hash", "shingle_count", "text", "metadata",
                    "ingested_at"]  # fmt: skip
         metadata_json = [None if m is None else json.dumps(m) for m in metadata]
