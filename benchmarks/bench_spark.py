@@ -56,6 +56,7 @@ DATA = pipeline.DATA
 RESULTS = pipeline.RESULTS
 THRESHOLD = pipeline.THRESHOLD
 SAMPLE_SECONDS = 0.2
+SHOWN_STAGES = 4  # the longest Spark stages named in the report
 PAGE = os.sysconf("SC_PAGE_SIZE")
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -423,11 +424,16 @@ def report(args: argparse.Namespace, results: dict, started: datetime, load: tup
             parts = ", ".join(f"{k} {v:.1f} s" for k, v in result["stages"].items())
             lines.append(f"- {label} stages: {parts}")
         if isinstance(result, dict) and "spark_stages" in result:
+            stages = result["spark_stages"]
+            longest = sorted(stages, key=lambda s: -s["seconds"])[:SHOWN_STAGES]
             parts = "; ".join(
                 f"{s['name'].split(' at ')[0]} ({s['tasks']} tasks) {s['seconds']:.1f} s"
-                for s in result["spark_stages"]
+                for s in longest
             )
-            lines.append(f"- {label} Spark stages: {parts}")
+            lines.append(
+                f"- {label}: {len(stages)} Spark stages, {sum(s['seconds'] for s in stages):.0f} "
+                f"s in all (some overlap); the longest: {parts}"
+            )
     one, two = results.get("spark-dedup local[1]"), results.get("spark-dedup local[2]")
     if one and two:
         speedup = one["seconds"] / two["seconds"]

@@ -220,3 +220,17 @@ def test_the_command_ingests_shards_as_ingest_does(spark, pg_url, corpus, tmp_pa
     assert result.output.startswith("Error: ") and "part-3.jsonl:2" in result.output
     assert len(result.output.strip().splitlines()) == 1
     assert table_rows(pg_url, "spark", "SELECT count(*) FROM documents") == [(120,)]
+
+    (shards / "part-3.jsonl").unlink()  # a file that can't be read fails the job
+    (shards / "part-4.jsonl.gz").write_bytes(b"not gzip")
+    result = runner.invoke(
+        app, ["spark", "ingest", str(shards), "--db", pg_url, "--schema", "spark"]
+    )
+    assert result.exit_code == 1
+    assert (
+        result.output.startswith("Error: a Spark task failed: ")
+        and "part-4.jsonl.gz" in result.output
+    )
+    assert "the index is unchanged" in result.output
+    assert table_rows(pg_url, "spark", "SELECT count(*) FROM documents") == [(120,)]
+    assert staging_tables(pg_url) == []
