@@ -228,8 +228,7 @@ def test_the_command_ingests_shards_as_ingest_does(spark, pg_url, corpus, tmp_pa
     )
     assert result.exit_code == 1
     assert (
-        result.output.startswith("Error: a Spark task failed: ")
-        and "part-4.jsonl" in result.output
+        result.output.startswith("Error: a Spark task failed: ") and "part-4.jsonl" in result.output
     )
     assert "the index is unchanged" in result.output
     assert table_rows(pg_url, "spark", "SELECT count(*) FROM documents") == [(60,)]
