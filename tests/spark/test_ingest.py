@@ -109,6 +109,13 @@ def test_spark_ingest_builds_and_extends_the_index_a_local_ingest_builds(spark, 
     with Index.open(pg_url, schema="spark") as built, Index.open(pg_url, schema="local") as local:
         assert built.find_pairs().incremental
         assert results(built, texts) == results(local, texts)
+        # And a local ingest into the Spark-built index continues it as any index.
+        extra = [(f"{i}-again", f"{t} Updated.") for i, t, _ in corpus[:4]]
+        for index in (built, local):
+            index.add(extra)
+            assert index.find_pairs().incremental
+        assert list(built.pairs()) == list(local.pairs())
+    assert snapshot(pg_url, "spark") == snapshot(pg_url, "local")
     assert staging_tables(pg_url) == []
 
 
