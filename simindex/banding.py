@@ -210,6 +210,13 @@ def tune_threshold(num_perm: int, threshold: float, recall: float = DEFAULT_RECA
     return tune(num_perm, threshold / 2, 1.0, threshold, recall)
 
 
+def banding_for(num_perm: int, threshold: float) -> tuple[int, int]:
+    """(bands, rows) a new index takes for ``threshold`` in (0, 1]: the tuner's choice
+    (:func:`tune_threshold`; a threshold of 1 is tuned as 0.99)."""
+    chosen = tune_threshold(num_perm, min(threshold, 0.99)).chosen
+    return chosen.bands, chosen.rows
+
+
 def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """Band keys, int64 of shape (n, bands), every key in [0, 2**63).
 

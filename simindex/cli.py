@@ -208,6 +208,10 @@ class Rule(StrEnum):
     longest = "longest"
 
 
+DuplicateThreshold = Annotated[float, typer.Option(help="Similarity that makes a duplicate.")]
+Keep = Annotated[Rule, typer.Option(help="Which document of a cluster to keep.")]
+
+
 Scheme = StrEnum("Scheme", {name: name for name in SCHEMES})  # type: ignore[misc]
 NEW_INDEX_SCHEME = Scheme(DEFAULT_SCHEME)
 SCHEME_HELP = (
@@ -733,12 +737,8 @@ def dedup(
     ] = None,
     schema: Schema = None,
     lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
-    threshold: Annotated[
-        float, typer.Option(help="Similarity that makes a duplicate.")
-    ] = DEFAULT_THRESHOLD,
-    keep: Annotated[
-        Rule, typer.Option(help="Which document of a cluster to keep.")
-    ] = Rule.earliest,
+    threshold: DuplicateThreshold = DEFAULT_THRESHOLD,
+    keep: Keep = Rule.earliest,
     fmt: InputFormatOption = InputFormat.auto,
     id_field: IdField = "id",
     text_field: TextField = "text",
@@ -837,6 +837,98 @@ def dedup(
     err.print(
         f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records"
         f"{unsigned} in {shown(output)}, dropped {len(drop):,} (listed in {shown(dropped)}){rerun}"
+    )
+
+
+class SparkOutputFormat(StrEnum):
+    parquet = "parquet"
+    jsonl = "jsonl"
+
+
+@spark_app.command("dedup")
+@user_errors
+def spark_dedup(
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="INPUT",
+            help="Input files, directories or globs (JSON lines, CSV, id<TAB>text, Parquet; "
+            ".gz and .zst are fine), read by the workers: on a cluster, a path every "
+            "worker sees.",
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="A new (or empty) directory for kept/, dropped/, pairs/, clusters/ and, when "
+            "records are left out, problems/."
+        ),
+    ],
+    master: Annotated[
+        str | None,
+        typer.Option(
+            help="Spark master URL (local[4], spark://host:7077, yarn ...). Default: the "
+            "active session's, else local[*].",
+            show_default=False,
+        ),
+    ] = None,
+    threshold: DuplicateThreshold = DEFAULT_THRESHOLD,
+    keep: Keep = Rule.earliest,
+    fmt: InputFormatOption = InputFormat.auto,
+    id_field: IdField = "id",
+    text_field: TextField = "text",
+    encoding: Encoding = "utf-8",
+    output_format: Annotated[
+        SparkOutputFormat, typer.Option(help="Format of the files under --out.")
+    ] = SparkOutputFormat.parquet,
+    on_empty: Annotated[
+        Policy,
+        typer.Option(help="A record with no text: keep it in kept/ unindexed, or fail."),
+    ] = Policy.skip,
+    on_duplicate: Annotated[
+        Policy,
+        typer.Option(help="An id repeated in INPUT: fail, or keep the first copy only."),
+    ] = Policy.fail,
+    on_error: Annotated[
+        Policy,
+        typer.Option(help="A malformed record: fail, or leave it out and list it in problems/."),
+    ] = Policy.fail,
+    scheme: Annotated[Scheme, typer.Option(help=SCHEME_HELP)] = NEW_INDEX_SCHEME,
+) -> None:
+    """Write INPUT without its near-duplicates, on Spark: what `simindex dedup` keeps and
+    drops, for corpora past one machine."""
+    from simindex.spark.pipeline import dedup_files
+    from simindex.spec import SignatureSpec
+
+    summary = dedup_files(
+        expand_inputs(files),
+        str(out),
+        fmt=fmt.value,
+        id_field=id_field,
+        text_field=text_field,
+        encoding=encoding,
+        output_format=output_format.value,
+        master=master,
+        threshold=threshold,
+        keep=keep.value,
+        spec=SignatureSpec(scheme=scheme.value),
+        on_error=on_error.value,
+        on_empty=on_empty.value,
+        on_duplicate=on_duplicate.value,
+    )
+    left_out = [
+        f"{count:,} {what}"
+        for count, what in (
+            (summary.skipped, "bad record(s) left out"),
+            (summary.repeated, "repeated id(s) left out"),
+            (summary.empty, "empty document(s) kept unindexed"),
+        )
+        if count
+    ]
+    listed = f"; {', '.join(left_out)} (listed in problems/)" if left_out else ""
+    err.print(
+        f"{summary.pairs:,} similar pairs -> {summary.clusters:,} clusters; kept "
+        f"{summary.kept:,} records, dropped {summary.dropped:,}, in {shown(out)}{listed}"
     )
 
 

@@ -287,7 +287,7 @@ class Index:
         uses the index instead (its first add(), say), so that if that fails no index is left.
 
         The first banding is (bands, rows) when given, else the tuner's choice for
-        ``threshold`` (see banding.tune_threshold). Raises DatabaseError if the database
+        ``threshold`` (banding.banding_for). Raises DatabaseError if the database
         already holds an index, or tables of the same names. A half-created index (a
         schema with no settings and no documents, which older versions could leave) is
         completed, and ``completed_half_created`` is True. Writers wait for each other up
@@ -299,8 +299,7 @@ class Index:
         if (bands is None) != (rows is None):
             raise ParameterError("give both bands and rows, or neither (to tune for the threshold)")
         if bands is None:
-            chosen = lsh.tune_threshold(spec.num_perm, min(threshold, 0.99)).chosen
-            bands, rows = chosen.bands, chosen.rows
+            bands, rows = lsh.banding_for(spec.num_perm, threshold)
         lsh.check_banding(bands, rows, spec.num_perm)
         store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:

@@ -1,5 +1,5 @@
-"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy, psycopg nor pyarrow, and the
-first run after install says that it compiles the kernels (once)."""
+"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy, psycopg, pyarrow nor
+pyspark, and the first run after install says that it compiles the kernels (once)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from simindex import cli, kernels
 
-HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyarrow")
+HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyarrow", "pyspark")
 
 # Run the CLI in a fresh interpreter and list the heavy modules it loaded.
 PROBE = """
@@ -26,7 +26,9 @@ print("heavy modules:", *(m for m in {heavy!r} if m in sys.modules))
 """
 
 
-@pytest.mark.parametrize("args", [[], ["--help"], ["stats", "--help"], ["pairs", "--help"]])
+@pytest.mark.parametrize(
+    "args", [[], ["--help"], ["stats", "--help"], ["pairs", "--help"], ["spark", "--help"]]
+)
 def test_help_loads_no_heavy_module(args):
     probe = PROBE.format(heavy=HEAVY)
     result = subprocess.run(
