@@ -101,7 +101,8 @@ def ingest(
     (SpecMismatchError) before any work. ``on_duplicate``: an id already indexed or repeated
     fails the load ("fail") or is skipped, the first copy in input order staying ("skip").
     ``on_empty`` and ``on_error`` ("fail" or "skip"): a text empty after normalization, and a
-    malformed record (see readers.document_problem). Raises DatabaseError for SQLite.
+    malformed record (see readers.document_problem). A SQLite URL is refused
+    (ParameterError).
     """
     started = time.perf_counter()
     if on_duplicate not in ("fail", "skip"):
