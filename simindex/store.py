@@ -22,14 +22,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import make_url
 
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, application_name
 from simindex.errors import DatabaseError, ParameterError
-from simindex.minhash import SIGNATURE_DTYPE
 from simindex.schema import (
     band_keys,
     bandings,
@@ -40,6 +38,7 @@ from simindex.schema import (
     pairs,
     signatures,
 )
+from simindex.spec import SIGNATURE_DTYPE
 
 DEFAULT_PATH = "simindex.db"
 # Bound parameters per statement: below SQLite's 32,766 and PostgreSQL's 65,535.
@@ -270,6 +269,8 @@ class Store:
                     with connection.begin_nested():
                         connection.exec_driver_sql("LOCK TABLE band_keys IN ACCESS SHARE MODE")
                 except sa.exc.ProgrammingError as exc:
+                    import psycopg  # loaded already: PostgreSQL's driver
+
                     if not isinstance(exc.orig, psycopg.errors.UndefinedTable):
                         raise
                     # no index here yet: nothing to protect
@@ -338,6 +339,8 @@ class Store:
         try:
             connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({lock})")
         except sa.exc.OperationalError as exc:
+            import psycopg
+
             if isinstance(exc.orig, psycopg.errors.LockNotAvailable):
                 raise self._lock_timeout_error(who) from None
             raise
@@ -716,6 +719,8 @@ class Store:
                     )
                     return []
             except sa.exc.OperationalError as exc:
+                import psycopg
+
                 if not isinstance(exc.orig, psycopg.errors.LockNotAvailable):
                     raise
         return retired
