@@ -1469,6 +1469,90 @@ def current(db: Db = None, schema: Schema = None) -> None:
     out.print(f"database revision: {revision or 'none'}\nsimindex needs:    {needed} ({advice})")
 
 
+@spark_app.command("ingest")
+@user_errors
+def spark_ingest(
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            help="Input files, directories or globs, as for ingest (one Spark task a file: "
+            "shard a large corpus)."
+        ),
+    ],
+    db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
+    master: Annotated[
+        str | None,
+        typer.Option(
+            help="Spark master URL, e.g. local[4] or spark://host:7077 (default local[*])."
+        ),
+    ] = None,
+    fmt: InputFormatOption = InputFormat.auto,
+    id_field: IdField = "id",
+    text_field: TextField = "text",
+    encoding: Encoding = "utf-8",
+    on_duplicate: Annotated[
+        Policy,
+        typer.Option(
+            help="An id that is already indexed or repeats: fail, or skip it (the first copy stays)."
+        ),
+    ] = Policy.fail,
+    on_empty: Annotated[
+        Policy,
+        typer.Option(help="A document with no text: skip it (not stored; counted), or fail."),
+    ] = Policy.skip,
+    on_error: Annotated[
+        Policy,
+        typer.Option(help="A malformed record: fail, or skip it (counted, the first named)."),
+    ] = Policy.fail,
+    max_chars: Annotated[
+        int, typer.Option(help="Longest document accepted, in characters.")
+    ] = DEFAULT_MAX_CHARS,
+    scheme: Annotated[
+        Scheme | None,
+        typer.Option(help=f"{SCHEME_HELP} Default: --db's, or {DEFAULT_SCHEME} for a new index."),
+    ] = None,
+) -> None:
+    """Add documents to a PostgreSQL index with Spark (creating the index if the database has
+    none): signed in the Spark tasks, loaded by COPY from each, moved into the index in one
+    transaction. On an error nothing is added."""
+    from simindex.spark.ingest import ingest_files
+
+    if db is None:
+        raise ParameterError("give the PostgreSQL index with --db postgresql://user@host/database")
+    paths = expand_inputs(files)
+    _compile_once()
+    report = ingest_files(
+        paths, db, fmt=fmt.value, id_field=id_field, text_field=text_field, encoding=encoding,
+        master=master, max_chars=max_chars, schema=schema, lock_timeout=lock_timeout,
+        scheme=scheme.value if scheme else None, on_duplicate=on_duplicate.value,
+        on_empty=on_empty.value, on_error=on_error.value,
+    )  # fmt: skip
+    skipped = [
+        f"{count:,} {what}"
+        for count, what in (
+            (report.skipped_existing, "already indexed or repeated"),
+            (report.skipped_empty, "empty (no text after normalization)"),
+            (report.skipped_malformed, "malformed"),
+        )
+        if count
+    ]
+    err.print(
+        f"Added {report.added:,} new documents from {report.partitions:,} Spark tasks in "
+        f"{report.seconds:.1f} s ({report.added / max(report.seconds, 1e-9):,.0f} docs/s: "
+        f"signed and staged in {report.staging_seconds:.1f} s, moved into the index in "
+        f"{report.moving_seconds:.1f} s); the index holds {report.total:,}"
+        + (f"; skipped {', '.join(skipped)}" if skipped else "")
+    )
+    for external_id, problem in report.examples:
+        err.print(f"  skipped {shown(problem or f'{external_id!r}: empty')}")
+    if report.created:
+        with _open(db, schema=schema) as index:
+            err.print(f"Created a new index in {shown(index.url)}")
+            _describe_index(index)
+
+
 def _describe_index(index: Index) -> None:
     """What a new index is: how it signs, its banding (and if it completed a half-created one)."""
     from simindex import banding as lsh

@@ -453,8 +453,14 @@ def _document(
                 "choose the fields with --id-field / --text-field"
             )
     external_id, text = record_id(record, id_field), record[text_field]
-    metadata = {k: v for k, v in record.items() if k not in (id_field, text_field)} or None
+    metadata = record_metadata(record, id_field, text_field)
     problem = document_problem(external_id, text, max_chars, metadata)
     if problem:
         raise InputError(f"{path}:{number}: {problem}")
     return external_id, text, metadata
+
+
+def record_metadata(record: dict, id_field: str, text_field: str) -> dict | None:
+    """What ingest stores as a record's metadata: its fields but the id and the text (None
+    if it has no others)."""
+    return {k: v for k, v in record.items() if k not in (id_field, text_field)} or None
