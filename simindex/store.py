@@ -1185,8 +1185,13 @@ def _named_pairs(banding_id: int) -> tuple[sa.Select, sa.ColumnElement, tuple]:
     return query, similarity, (doc_a.c.external_id, doc_b.c.external_id)
 
 
-# Sort memory for building a bulk-loaded partition's primary key (this transaction only).
-BULK_INDEX_MEMORY = "256MB"
+# Sort memory for building a bulk-loaded partition's primary key (this transaction only):
+# about what an in-memory sort of its rows takes (BULK_INDEX_BYTES_PER_ROW, measured with
+# trace_sort), within these bounds. Rows that arrive sorted and fit are built in one pass
+# without parallel workers (their runs would go through temporary files to be merged);
+# more rows than fit in the largest are sorted externally, by parallel workers too.
+BULK_INDEX_MEMORY = (256 * 2**20, 1024 * 2**20)
+BULK_INDEX_BYTES_PER_ROW = 80
 # Memory for the spooled band keys that a bulk load sorts at a time, and rows per COPY.
 BULK_SORT_MEMORY = 256 * 2**20
 _WRITE_ROWS = 2_000_000
@@ -1234,6 +1239,7 @@ class BandKeyWriter:
         self._spool: IO[bytes] | None = None
         self._spooled_ids: list[np.ndarray] = []
         self._bands = 0
+        self._rows = 0
         if store.dialect != "postgresql":
             return
         self._table = _partition(banding_id)
@@ -1284,6 +1290,7 @@ class BandKeyWriter:
 
     def write_rows(self, band: np.ndarray, key: np.ndarray, document_id: np.ndarray) -> None:
         """Rows (band, key, document_id), best in primary-key order (see the class)."""
+        self._rows += band.shape[0]
         if self._store.dialect == "postgresql":
             freeze = ", FREEZE" if self._new_table else ""
             tuples = np.empty(band.shape[0], dtype=_BAND_KEY_TUPLE)
@@ -1309,12 +1316,17 @@ class BandKeyWriter:
         if not self._new_table:
             return
         run = self._connection.exec_driver_sql
-        run(f"SET LOCAL maintenance_work_mem = '{BULK_INDEX_MEMORY}'")
+        least, most = BULK_INDEX_MEMORY
+        needed = self._rows * BULK_INDEX_BYTES_PER_ROW
+        run(f"SET LOCAL maintenance_work_mem = '{max(least, min(most, needed)) // 1024}kB'")
+        if needed <= most:
+            run("SET LOCAL max_parallel_maintenance_workers = 0")
         run(
             f"ALTER TABLE {self._table} ADD CONSTRAINT {self._table}_pkey "
             "PRIMARY KEY (banding_id, band, key, document_id)"
         )
         run("RESET maintenance_work_mem")
+        run("RESET max_parallel_maintenance_workers")
         run(
             f"ALTER TABLE band_keys ATTACH PARTITION {self._table} "
             f"FOR VALUES IN ({self._banding_id})"
