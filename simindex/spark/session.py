@@ -1,0 +1,85 @@
+"""The Spark session simindex's jobs run in, and the environment its Python workers need.
+
+Spark starts Python workers from the JVM, which inherits this process's environment (local
+mode) or takes ``spark.executorEnv.*`` (a cluster). The workers must run the interpreter that
+has simindex installed (PYSPARK_PYTHON), and numba must use one thread in each of them: Spark
+already runs one task per core, and a numba thread pool per task would oversubscribe the cores.
+They share numba's kernel cache: the package's own __pycache__ by default (every process on a
+machine sees it), or NUMBA_CACHE_DIR when the driver sets it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import TYPE_CHECKING
+
+from simindex.errors import SimindexError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+# Set for the workers; the driver's own numba keeps its threads.
+WORKER_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+
+
+def import_pyspark() -> None:
+    """Import pyspark, or say how to install it (one line, no traceback)."""
+    try:
+        import pandas  # noqa: F401  (pyspark's Arrow functions need it)
+        import pyspark  # noqa: F401
+    except ImportError as error:
+        raise SimindexError(
+            f"Spark support needs {error.name}: pip install 'simindex[spark]' "
+            "(and Java 17 or later on the PATH)"
+        ) from None
+
+
+def worker_environment() -> dict[str, str]:
+    """Environment variables the Python workers need (see the module docstring)."""
+    env = dict(WORKER_ENV)
+    env["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
+    if "NUMBA_CACHE_DIR" in os.environ:
+        env["NUMBA_CACHE_DIR"] = os.environ["NUMBA_CACHE_DIR"]
+    return env
+
+
+def session(master: str | None = None, app_name: str = "simindex") -> SparkSession:
+    """The active Spark session (a notebook's, left as it is), or a new one on ``master``
+    (default ``local[*]``) set up for simindex: workers on this interpreter with single-threaded
+    numba, loopback networking unless SPARK_LOCAL_IP says otherwise, Arrow batches, no web UI,
+    no console progress bar (it would interleave with simindex's own), and warnings-only logs.
+    """
+    import_pyspark()
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        return active
+    workers = worker_environment()
+    os.environ["PYSPARK_PYTHON"] = workers["PYSPARK_PYTHON"]
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = (
+        SparkSession.builder.master(master or "local[*]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    for name, value in workers.items():
+        builder = builder.config(f"spark.executorEnv.{name}", value)
+    # In local mode the workers are forked from this process's environment.
+    saved = {name: os.environ.get(name) for name in WORKER_ENV}
+    os.environ.update(WORKER_ENV)
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
