@@ -1,12 +1,15 @@
 """Benchmark: the whole near-duplicate job, simindex (PostgreSQL, SQLite) vs datasketch and rensa.
 
 For each corpus it measures, every step in a fresh Python subprocess (so the peak RSS,
-``getrusage(RUSAGE_SELF).ru_maxrss``, belongs to that step alone):
+``getrusage(RUSAGE_SELF).ru_maxrss``, or a CLI command's own, belongs to that step alone):
 
   * simindex on PostgreSQL (a fresh ``bench_`` database) and on SQLite (a file under /tmp):
-    ingest with text kept (streamed from the .jsonl.gz file, as the CLI does), ``find_pairs(0.8)``
-    (candidates in SQL + exact verification), export (iterate ``index.pairs()``), the sum of
-    the three (end to end); ingest with ``keep_text=False`` into a second database;
+    the whole job as the commands a user runs, each its own process timed from outside with
+    its start-up (``simindex init``, ``simindex ingest FILE.jsonl.gz`` with text kept,
+    ``simindex pairs`` (candidates in SQL + exact verification at 0.8), ``simindex export -o
+    pairs.csv``), and their sum (end to end); or, with --library, the same as library calls
+    (``Index.add``, ``find_pairs(0.8)``, iterating ``index.pairs()``) timed inside the step's
+    process; an ingest into an index made with --no-keep-text (keep_text=False);
     ``reband(42, 3)`` and back to 20 x 5; ``index.query(text)`` latency for 200 edited copies of
     corpus documents that are not in the index; database size per document;
   * datasketch 2.0 in memory: Python 5-gram sets of ``simindex.normalize(text)``,
@@ -1331,7 +1334,7 @@ def targets(results: list[dict]) -> str:
         get("gen100000", "simindex-pg", "end_to_end_seconds"),
         get("gen100000", "rensa", "seconds"),
     )
-    how = "through the CLI" if get("gen100000", "via") == "cli" else "as library calls"
+    how = "through the CLI" if results and results[0].get("via") == "cli" else "as library calls"
     row(
         f"100k whole job into PostgreSQL ({how}: ingest with text, pairs at 0.8 with exact "
         "verification, export) ≥ 2× as fast as rensa's in-memory pipeline, same run",
