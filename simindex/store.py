@@ -1217,11 +1217,12 @@ class BandKeyWriter:
 
     Rows go in in (band, key, document_id) order, the primary key's. When ``bulk`` is
     allowed (no one reads the call's own keys before it ends), the keys are spooled to a
-    temporary file (memory stays bounded) and finish() writes the whole banding in that
-    order, band by band: a B-tree then grows at its right edge only (SQLite), and an index
-    build over sorted rows is a single pass (PostgreSQL's sort notices sorted input), several
-    times faster than over rows sorted batch by batch. Without bulk, each batch goes in at
-    once, sorted.
+    temporary file (only the ids stay in memory, 8 bytes a document) and finish() writes
+    the whole banding in that order, band by band, sorting at most BULK_SORT_MEMORY of keys
+    at a time: a B-tree then grows at its right edge only (SQLite), and an index build over
+    sorted rows is a single pass (PostgreSQL's sort notices sorted input), several times
+    faster than over rows sorted batch by batch. Without bulk, each batch goes in at once,
+    sorted.
 
     On PostgreSQL, a banding whose partition does not exist yet (a first ingest, a re-band)
     is loaded, when ``bulk`` is allowed, into a new table without indexes, by COPY ...
