@@ -322,6 +322,7 @@ class Store:
         holder = connection.exec_driver_sql(
             "SELECT a.pid, a.application_name, now() - a.xact_start FROM pg_locks l "
             "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' "
+            "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
             f"AND l.granted AND l.objsubid = 2 AND (l.classid, l.objid) = ({lock})"
         ).first()
         who = "another writer"
