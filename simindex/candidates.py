@@ -38,15 +38,23 @@ def collect(
     """Candidate pairs of (members, offsets) bucket chunks, deduplicated across buckets."""
     chunks_a, chunks_b, hot, largest = [np.empty(0, np.int64)], [np.empty(0, np.int64)], 0, 0
     for members, offsets in buckets:
-        a, b, chunk_hot = bucket_pairs(members, offsets, max_bucket_size)
+        a, b, chunk_hot = distinct_bucket_pairs(members, offsets, max_bucket_size)
         hot += chunk_hot
         if offsets.shape[0] > 1:
             largest = max(largest, int(np.diff(offsets).max()))
-        a, b = unique_pairs(a, b)
         chunks_a.append(a)
         chunks_b.append(b)
     doc_a, doc_b = unique_pairs(np.concatenate(chunks_a), np.concatenate(chunks_b))
     return Candidates(doc_a, doc_b, hot, largest)
+
+
+def distinct_bucket_pairs(
+    members: np.ndarray, offsets: np.ndarray, max_bucket_size: int
+) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`bucket_pairs` with each pair once, sorted: the candidates of one chunk of
+    buckets, whichever executor groups them (simindex.stages.bucket_pairs)."""
+    a, b, hot = bucket_pairs(members, offsets, max_bucket_size)
+    return *unique_pairs(a, b), hot
 
 
 def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -26,11 +26,12 @@ from typing import Any, Literal
 
 import numpy as np
 import psycopg
+import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from simindex import banding as lsh
-from simindex import migrate
+from simindex import migrate, stages
 from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE, bucket_pairs, collect, group_keys
 from simindex.cluster import RULES, Rule, components, representatives
 from simindex.defaults import (
@@ -52,7 +53,7 @@ from simindex.errors import (
 )
 from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
 from simindex.evaluate import evaluate as evaluate_sample
-from simindex.minhash import sign, signatures, unpack
+from simindex.minhash import signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.shingle import ShingleSets, normalize, normalize_batch, shingle_sets
 from simindex.spec import SignatureSpec
@@ -488,22 +489,29 @@ class Index:
         runs ahead in a worker thread (see _ahead). Only ``verify`` needs the sorted shingle
         sets; signing without them is faster (see minhash.sign)."""
         external_ids, texts, metadata = _unpack_documents(documents, max_chars)
-        normalized = normalize_batch(texts)
-        if verify:
-            sets = shingle_sets(normalized, self.spec)
-            sigs, counts = signatures(sets, self.spec), sets.counts
-        else:
-            sets = None
-            sigs, counts = sign(normalized, self.spec)
+        arrow = pa.RecordBatch.from_pydict(
+            {
+                "id": pa.array(external_ids, pa.large_string()),
+                "text": pa.array(texts, pa.large_string()),
+            }
+        )
+        signed = stages.sign(
+            arrow,
+            self.spec,
+            {b["id"]: (b["bands"], b["rows"]) for b in bandings},
+            max_chars=max_chars,
+            shingles=verify,
+        )
+        sigs, counts = stages.signed_arrays(signed)
         return _Batch(
             external_ids=external_ids,
             texts=texts,
             metadata=metadata,
-            content_hashes=normalized.content_hashes(),
+            content_hashes=signed.column("content_hash").to_pylist(),
             counts=counts,
-            sets=sets,
+            sets=stages.shingle_sets_of(signed) if verify else None,
             signatures=sigs,
-            keys={b["id"]: lsh.band_keys(sigs, b["bands"], b["rows"]) for b in bandings},
+            keys={b["id"]: stages.band_keys_array(signed, b["id"]) for b in bandings},
         )
 
     def _add_batch(self, connection: Connection, batch: _Batch, call: _AddCall) -> None:
@@ -814,23 +822,25 @@ class Index:
         chunk_size: int,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The candidate pairs with similarity >= threshold: (doc_a, doc_b, estimated, exact)."""
-        kept: list[tuple[np.ndarray, ...]] = []
+        kept = []
         for start in range(0, doc_a.size, chunk_size):
             a = doc_a[start : start + chunk_size]
             b = doc_b[start : start + chunk_size]
             ids = np.unique(np.concatenate((a, b)))
-            profiles, _ = self._profiles(connection, ids)
-            estimated, exact = compare(profiles, np.searchsorted(ids, a), np.searchsorted(ids, b))
-            keep = (estimated if exact is None else exact) >= threshold
-            kept.append((a[keep], b[keep], estimated[keep], None if exact is None else exact[keep]))
-        if not kept:
-            empty = np.empty(0, np.int64)
-            return empty, empty, np.empty(0), None if not self.keep_text else np.empty(0)
+            rows = self._store.documents_of(connection, ids)
+            documents = stages.documents_batch(
+                ids,
+                unpack([rows[int(i)][2] for i in ids], self.spec.num_perm),
+                [rows[int(i)][1] for i in ids] if self.keep_text else None,
+            )
+            pairs = pa.RecordBatch.from_pydict({"doc_a": a, "doc_b": b})
+            kept.append(stages.verify(pairs, documents, self.spec, threshold))
+        found = pa.Table.from_batches(kept, schema=stages.VERIFIED)
         return (
-            np.concatenate([k[0] for k in kept]),
-            np.concatenate([k[1] for k in kept]),
-            np.concatenate([k[2] for k in kept]),
-            None if not self.keep_text else np.concatenate([k[3] for k in kept]),
+            found.column("doc_a").to_numpy(),
+            found.column("doc_b").to_numpy(),
+            found.column("estimated").to_numpy(),
+            found.column("exact").to_numpy() if self.keep_text else None,
         )
 
     def pairs(self, threshold: float | None = None) -> Iterator[Pair]:

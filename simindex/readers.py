@@ -353,10 +353,8 @@ class _Zstd(io.RawIOBase):
 def _parquet(path: str, raw: io.BufferedIOBase) -> Iterator[tuple[int, dict[str, Any]]]:
     """Rows of a Parquet file, a batch at a time (standard input is read whole: Parquet
     keeps its index at the end)."""
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise InputError("Parquet input needs pyarrow: pip install 'simindex[parquet]'") from None
+    import pyarrow.parquet as pq  # here, not at the top: the CLI starts without it
+
     source = io.BytesIO(raw.read()) if path == "-" else raw
     try:
         batches = pq.ParquetFile(source).iter_batches(batch_size=_PARQUET_BATCH)

@@ -55,7 +55,14 @@ _ASCII_SPACES = sum(1 << c for c in (*range(0x09, 0x0E), *range(0x1C, 0x21)))
 def normalize(text: str) -> str:
     """Scheme v1 normalization: Unicode NFKC, then ``str.lower()``, then every run of
     whitespace (``str.split()``) becomes one space, with none at either end."""
-    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+    return " ".join(fold(text).split())
+
+
+def fold(text: str) -> str:
+    """The steps of :func:`normalize` before whitespace: Unicode NFKC, then ``str.lower()``.
+    Both leave ASCII text but for its upper-case letters as it is (what lets
+    :mod:`simindex.stages` fold ASCII texts without making Python strings of them)."""
+    return unicodedata.normalize("NFKC", text).lower()
 
 
 @dataclass(frozen=True)
@@ -87,16 +94,23 @@ class NormalizedBatch:
 def normalize_batch(texts: Sequence[str]) -> NormalizedBatch:
     """:func:`normalize` of every text, as one :class:`NormalizedBatch` (equal results: the
     NFKC and lowercase steps are the same calls; the whitespace step is a kernel)."""
-    raw = [unicodedata.normalize("NFKC", t).lower().encode("utf-8") for t in texts]
+    raw = [fold(t).encode("utf-8") for t in texts]
     raw_offsets = np.zeros(len(raw) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=raw_offsets[1:])
-    data = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    return normalize_folded(np.frombuffer(b"".join(raw), dtype=np.uint8), raw_offsets)
+
+
+def normalize_folded(data: np.ndarray, raw_offsets: np.ndarray) -> NormalizedBatch:
+    """The last step of :func:`normalize_batch`, the whitespace, for texts already folded
+    (:func:`fold`) and given as valid UTF-8: text i is ``data[raw_offsets[i]:raw_offsets[i +
+    1]]`` (uint8 and int64 arrays; offsets need not start at 0, so an Arrow buffer will do)."""
+    n = raw_offsets.shape[0] - 1
     # Collapsing whitespace only shortens a text, and it has no more code points than bytes:
     # each text's span of raw_offsets is room enough for both outputs.
     utf8 = np.empty(max(data.shape[0], 1), dtype=np.uint8)
     code_points = np.empty(max(data.shape[0], 1), dtype=np.uint32)
-    utf8_lengths = np.empty(len(raw), dtype=np.int64)
-    lengths = np.empty(len(raw), dtype=np.int64)
+    utf8_lengths = np.empty(n, dtype=np.int64)
+    lengths = np.empty(n, dtype=np.int64)
     _collapse_whitespace(data, raw_offsets, utf8, utf8_lengths, code_points, lengths)
     utf8_offsets, offsets = _offsets(utf8_lengths), _offsets(lengths)
     packed_utf8 = np.empty(int(utf8_offsets[-1]), dtype=np.uint8)

@@ -1,9 +1,8 @@
 """Records out: CSV, JSON lines, id<TAB>text or Parquet, to a file or standard output.
 
 The format follows the file name (:func:`output_format`). Files are written atomically
-(simindex.outputs): a failed or killed write leaves no partial file. Parquet needs pyarrow
-(``pip install simindex[parquet]``); it is written in row groups, so memory stays bounded by
-the group size.
+(simindex.outputs): a failed or killed write leaves no partial file. Parquet is written in
+row groups, so memory stays bounded by the group size.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from contextlib import contextmanager
 from itertools import islice
 from typing import IO, Any, BinaryIO
 
-from simindex.errors import InputError, SimindexError
+from simindex.errors import InputError
 from simindex.outputs import atomic_output
 from simindex.readers import format_of_name
 
@@ -98,13 +97,9 @@ def _compressed(raw: BinaryIO, path: str) -> BinaryIO:
 
 
 def _write_parquet(records: Iterator[dict[str, Any]], fields: list[str], path: str) -> int:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise SimindexError(
-            "Parquet output needs pyarrow: pip install 'simindex[parquet]'"
-        ) from None
+    import pyarrow as pa  # here, not at the top: the CLI starts without it
+    import pyarrow.parquet as pq
+
     count, writer = 0, None
     with atomic_output(path) as stream:
         try:

@@ -1,4 +1,4 @@
-"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy nor psycopg, and the
+"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy, psycopg nor pyarrow, and the
 first run after install says that it compiles the kernels (once)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from simindex import cli, kernels
 
-HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic")
+HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyarrow")
 
 # Run the CLI in a fresh interpreter and list the heavy modules it loaded.
 PROBE = """
