@@ -17,11 +17,9 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
 
 from simindex.defaults import DEFAULT_RECALL
 from simindex.errors import ParameterError
-from simindex.hashing import MASK63, TAG_BAND_KEY, mix64, sequence_start
 
 
 def check_banding(bands: int, rows: int, num_perm: int) -> None:
@@ -210,27 +208,24 @@ def tune_threshold(num_perm: int, threshold: float, recall: float = DEFAULT_RECA
     return tune(num_perm, threshold / 2, 1.0, threshold, recall)
 
 
+def banding_for(num_perm: int, threshold: float) -> tuple[int, int]:
+    """(bands, rows) a new index takes for ``threshold`` in (0, 1]: the tuner's choice
+    (:func:`tune_threshold`; a threshold of 1 is tuned as 0.99)."""
+    chosen = tune_threshold(num_perm, min(threshold, 0.99)).chosen
+    return chosen.bands, chosen.rows
+
+
 def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """Band keys, int64 of shape (n, bands), every key in [0, 2**63).
 
     Key j hashes (j, v[j*rows], ..., v[j*rows + rows - 1]) under TAG_BAND_KEY, so equal
     rows in different bands give different keys.
     """
+    # The kernel (numba) loads here: the S-curve and the tuner above serve commands that
+    # make no keys without it.
+    from simindex.hashing import band_key_kernel
+
     check_banding(bands, rows, signatures.shape[1])
     out = np.empty((signatures.shape[0], bands), dtype=np.int64)
-    _band_key_kernel(np.ascontiguousarray(signatures, dtype=np.uint32), bands, rows, out)
+    band_key_kernel(np.ascontiguousarray(signatures, dtype=np.uint32), bands, rows, out)
     return out
-
-
-_MASK63 = np.uint64(MASK63)
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def _band_key_kernel(signatures, bands, rows, out):
-    for i in prange(signatures.shape[0]):
-        for j in range(bands):
-            h = sequence_start(TAG_BAND_KEY, rows + 1)
-            h = mix64(h ^ np.uint64(j))
-            for q in range(j * rows, (j + 1) * rows):
-                h = mix64(h ^ np.uint64(signatures[i, q]))
-            out[i, j] = np.int64(h & _MASK63)

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -77,6 +76,13 @@ db_app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(db_app, name="db")
+spark_app = typer.Typer(
+    help="The same pipeline on Apache Spark, for corpora past one machine (needs the spark "
+    "extra and Java 17).",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(spark_app, name="spark")
 
 # Markup off: ids, paths and texts are the user's data, never rich markup (an id "[/]" or
 # "[link=...]" prints as itself); styles are given explicitly where wanted.
@@ -201,6 +207,10 @@ class Rule(StrEnum):
     longest = "longest"
 
 
+DuplicateThreshold = Annotated[float, typer.Option(help="Similarity that makes a duplicate.")]
+Keep = Annotated[Rule, typer.Option(help="Which document of a cluster to keep.")]
+
+
 Scheme = StrEnum("Scheme", {name: name for name in SCHEMES})  # type: ignore[misc]
 NEW_INDEX_SCHEME = Scheme(DEFAULT_SCHEME)
 SCHEME_HELP = (
@@ -219,6 +229,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def _print_version(value: bool) -> None:
     if value:
+        from importlib.metadata import version
+
         typer.echo(f"simindex {version('simindex')}")
         raise typer.Exit()
 
@@ -726,12 +738,8 @@ def dedup(
     ] = None,
     schema: Schema = None,
     lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
-    threshold: Annotated[
-        float, typer.Option(help="Similarity that makes a duplicate.")
-    ] = DEFAULT_THRESHOLD,
-    keep: Annotated[
-        Rule, typer.Option(help="Which document of a cluster to keep.")
-    ] = Rule.earliest,
+    threshold: DuplicateThreshold = DEFAULT_THRESHOLD,
+    keep: Keep = Rule.earliest,
     fmt: InputFormatOption = InputFormat.auto,
     id_field: IdField = "id",
     text_field: TextField = "text",
@@ -830,6 +838,98 @@ def dedup(
     err.print(
         f"{pairs.pairs:,} similar pairs -> {report.clusters:,} clusters; kept {kept:,} records"
         f"{unsigned} in {shown(output)}, dropped {len(drop):,} (listed in {shown(dropped)}){rerun}"
+    )
+
+
+class SparkOutputFormat(StrEnum):
+    parquet = "parquet"
+    jsonl = "jsonl"
+
+
+@spark_app.command("dedup")
+@user_errors
+def spark_dedup(
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="INPUT",
+            help="Input files, directories or globs (JSON lines, CSV, id<TAB>text, Parquet; "
+            ".gz and .zst are fine), read by the workers: on a cluster, a path every "
+            "worker sees.",
+        ),
+    ],
+    out: Annotated[
+        Path,
+        typer.Option(
+            help="A new (or empty) directory for kept/, dropped/, pairs/, clusters/ and, when "
+            "records are left out, problems/."
+        ),
+    ],
+    master: Annotated[
+        str | None,
+        typer.Option(
+            help="Spark master URL (local[4], spark://host:7077, yarn ...). Default: the "
+            "active session's, else local[*].",
+            show_default=False,
+        ),
+    ] = None,
+    threshold: DuplicateThreshold = DEFAULT_THRESHOLD,
+    keep: Keep = Rule.earliest,
+    fmt: InputFormatOption = InputFormat.auto,
+    id_field: IdField = "id",
+    text_field: TextField = "text",
+    encoding: Encoding = "utf-8",
+    output_format: Annotated[
+        SparkOutputFormat, typer.Option(help="Format of the files under --out.")
+    ] = SparkOutputFormat.parquet,
+    on_empty: Annotated[
+        Policy,
+        typer.Option(help="A record with no text: keep it in kept/ unindexed, or fail."),
+    ] = Policy.skip,
+    on_duplicate: Annotated[
+        Policy,
+        typer.Option(help="An id repeated in INPUT: fail, or keep the first copy only."),
+    ] = Policy.fail,
+    on_error: Annotated[
+        Policy,
+        typer.Option(help="A malformed record: fail, or leave it out and list it in problems/."),
+    ] = Policy.fail,
+    scheme: Annotated[Scheme, typer.Option(help=SCHEME_HELP)] = NEW_INDEX_SCHEME,
+) -> None:
+    """Write INPUT without its near-duplicates, on Spark: what `simindex dedup` keeps and
+    drops, for corpora past one machine."""
+    from simindex.spark.pipeline import dedup_files
+    from simindex.spec import SignatureSpec
+
+    summary = dedup_files(
+        expand_inputs(files),
+        str(out),
+        fmt=fmt.value,
+        id_field=id_field,
+        text_field=text_field,
+        encoding=encoding,
+        output_format=output_format.value,
+        master=master,
+        threshold=threshold,
+        keep=keep.value,
+        spec=SignatureSpec(scheme=scheme.value),
+        on_error=on_error.value,
+        on_empty=on_empty.value,
+        on_duplicate=on_duplicate.value,
+    )
+    left_out = [
+        f"{count:,} {what}"
+        for count, what in (
+            (summary.skipped, "bad record(s) left out"),
+            (summary.repeated, "repeated id(s) left out"),
+            (summary.empty, "empty document(s) kept unindexed"),
+        )
+        if count
+    ]
+    listed = f"; {', '.join(left_out)} (listed in problems/)" if left_out else ""
+    err.print(
+        f"{summary.pairs:,} similar pairs -> {summary.clusters:,} clusters; kept "
+        f"{summary.kept:,} records, dropped {summary.dropped:,}, in {shown(out)}{listed}"
     )
 
 
@@ -1363,6 +1463,90 @@ def current(db: Db = None, schema: Schema = None) -> None:
 
     revision, needed, advice = schema_revision(db, schema)
     out.print(f"database revision: {revision or 'none'}\nsimindex needs:    {needed} ({advice})")
+
+
+@spark_app.command("ingest")
+@user_errors
+def spark_ingest(
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            help="Input files, directories or globs, as for ingest (one Spark task a file: "
+            "shard a large corpus)."
+        ),
+    ],
+    db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
+    master: Annotated[
+        str | None,
+        typer.Option(
+            help="Spark master URL, e.g. local[4] or spark://host:7077 (default local[*])."
+        ),
+    ] = None,
+    fmt: InputFormatOption = InputFormat.auto,
+    id_field: IdField = "id",
+    text_field: TextField = "text",
+    encoding: Encoding = "utf-8",
+    on_duplicate: Annotated[
+        Policy,
+        typer.Option(
+            help="An id that is already indexed or repeats: fail, or skip it (the first copy stays)."
+        ),
+    ] = Policy.fail,
+    on_empty: Annotated[
+        Policy,
+        typer.Option(help="A document with no text: skip it (not stored; counted), or fail."),
+    ] = Policy.skip,
+    on_error: Annotated[
+        Policy,
+        typer.Option(help="A malformed record: fail, or skip it (counted, the first named)."),
+    ] = Policy.fail,
+    max_chars: Annotated[
+        int, typer.Option(help="Longest document accepted, in characters.")
+    ] = DEFAULT_MAX_CHARS,
+    scheme: Annotated[
+        Scheme | None,
+        typer.Option(help=f"{SCHEME_HELP} Default: --db's, or {DEFAULT_SCHEME} for a new index."),
+    ] = None,
+) -> None:
+    """Add documents to a PostgreSQL index with Spark (creating the index if the database has
+    none): signed in the Spark tasks, loaded by COPY from each, moved into the index in one
+    transaction. On an error nothing is added."""
+    from simindex.spark.ingest import ingest_files
+
+    if db is None:
+        raise ParameterError("give the PostgreSQL index with --db postgresql://user@host/database")
+    paths = expand_inputs(files)
+    _compile_once()
+    report = ingest_files(
+        paths, db, fmt=fmt.value, id_field=id_field, text_field=text_field, encoding=encoding,
+        master=master, max_chars=max_chars, schema=schema, lock_timeout=lock_timeout,
+        scheme=scheme.value if scheme else None, on_duplicate=on_duplicate.value,
+        on_empty=on_empty.value, on_error=on_error.value,
+    )  # fmt: skip
+    skipped = [
+        f"{count:,} {what}"
+        for count, what in (
+            (report.skipped_existing, "already indexed or repeated"),
+            (report.skipped_empty, "empty (no text after normalization)"),
+            (report.skipped_malformed, "malformed"),
+        )
+        if count
+    ]
+    err.print(
+        f"Added {report.added:,} new documents from {report.partitions:,} Spark tasks in "
+        f"{report.seconds:.1f} s ({report.added / max(report.seconds, 1e-9):,.0f} docs/s: "
+        f"signed and staged in {report.staging_seconds:.1f} s, moved into the index in "
+        f"{report.moving_seconds:.1f} s); the index holds {report.total:,}"
+        + (f"; skipped {', '.join(skipped)}" if skipped else "")
+    )
+    for external_id, problem in report.examples:
+        err.print(f"  skipped {shown(problem or f'{external_id!r}: empty')}")
+    if report.created:
+        with _open(db, schema=schema) as index:
+            err.print(f"Created a new index in {shown(index.url)}")
+            _describe_index(index)
 
 
 def _describe_index(index: Index) -> None:

@@ -11,7 +11,7 @@ normative text; the golden vectors in tests/golden pin the outputs.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 TAG_CHAR_SHINGLE = 1
 TAG_WORD = 2
@@ -60,3 +60,18 @@ def _mix64_array(values):
     for i in range(values.shape[0]):
         out[i] = mix64(values[i])
     return out
+
+
+_MASK63 = np.uint64(MASK63)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def band_key_kernel(signatures, bands, rows, out):
+    """simindex.banding.band_keys' kernel: out[i, j] is band j's key of signature i."""
+    for i in prange(signatures.shape[0]):
+        for j in range(bands):
+            h = sequence_start(TAG_BAND_KEY, rows + 1)
+            h = mix64(h ^ np.uint64(j))
+            for q in range(j * rows, (j + 1) * rows):
+                h = mix64(h ^ np.uint64(signatures[i, q]))
+            out[i, j] = np.int64(h & _MASK63)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -20,22 +21,18 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib.metadata import version
 from itertools import islice
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import psycopg
-import pyarrow as pa
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
 from simindex import banding as lsh
-from simindex import migrate, stages
-from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE, bucket_pairs, collect, group_keys
-from simindex.cluster import RULES, Rule, components, representatives
+from simindex import migrate
 from simindex.defaults import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_BUCKET_SIZE,
     DEFAULT_RECALL,
     DEFAULT_SAMPLE,
     DEFAULT_THRESHOLD,
@@ -51,11 +48,7 @@ from simindex.errors import (
     SimindexError,
     SpecMismatchError,
 )
-from simindex.evaluate import CandidateEstimate, Evaluation, estimate_candidates
-from simindex.evaluate import evaluate as evaluate_sample
-from simindex.minhash import signatures, unpack
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
-from simindex.shingle import ShingleSets, normalize, normalize_batch, shingle_sets
 from simindex.spec import SignatureSpec
 from simindex.store import (
     DEFAULT_LOCK_TIMEOUT,
@@ -65,7 +58,14 @@ from simindex.store import (
     database_url,
     display_url,
 )
-from simindex.verify import Profiles, compare
+
+# The pipeline's modules compile numba kernels: they load inside the methods that run them,
+# so commands that only read the database (stats, show, export) start without numba.
+if TYPE_CHECKING:
+    from simindex.cluster import Rule
+    from simindex.evaluate import CandidateEstimate, Evaluation
+    from simindex.shingle import ShingleSets
+    from simindex.verify import Profiles
 
 # Band keys reband() holds at once: it makes the fewest passes over the signatures that keep
 # n_documents * bands_per_pass * 8 bytes below this (one pass at 400k documents x 42 bands).
@@ -290,7 +290,7 @@ class Index:
         uses the index instead (its first add(), say), so that if that fails no index is left.
 
         The first banding is (bands, rows) when given, else the tuner's choice for
-        ``threshold`` (see banding.tune_threshold). Raises DatabaseError if the database
+        ``threshold`` (banding.banding_for). Raises DatabaseError if the database
         already holds an index, or tables of the same names. A half-created index (a
         schema with no settings and no documents, which older versions could leave) is
         completed, and ``completed_half_created`` is True. Writers wait for each other up
@@ -302,14 +302,15 @@ class Index:
         if (bands is None) != (rows is None):
             raise ParameterError("give both bands and rows, or neither (to tune for the threshold)")
         if bands is None:
-            chosen = lsh.tune_threshold(spec.num_perm, min(threshold, 0.99)).chosen
-            bands, rows = chosen.bands, chosen.rows
+            bands, rows = lsh.banding_for(spec.num_perm, threshold)
         lsh.check_banding(bands, rows, spec.num_perm)
         store = _connect(url, schema, lock_timeout)
         with _database_errors(store), store.read() as connection:
             state = _index_state(store, connection)
         if state == "index":
             raise _already_an_index(store)
+        from importlib.metadata import version
+
         settings = {
             **spec.to_dict(),
             "keep_text": keep_text,
@@ -488,6 +489,10 @@ class Index:
         """Validate, normalize, shingle, MinHash and band a batch: no database work, so it
         runs ahead in a worker thread (see _ahead). Only ``verify`` needs the sorted shingle
         sets; signing without them is faster (see minhash.sign)."""
+        import pyarrow as pa
+
+        from simindex import stages
+
         external_ids, texts, metadata = _unpack_documents(documents, max_chars)
         arrow = pa.RecordBatch.from_pydict(
             {
@@ -542,6 +547,8 @@ class Index:
             result.replaced.extend(replaced)
 
         if find_duplicates is not None and active is not None:
+            from simindex.verify import Profiles
+
             profiles = Profiles(batch.signatures, batch.sets)
             found = self._duplicates_of_new(
                 connection,
@@ -565,9 +572,9 @@ class Index:
                 batch.metadata,
                 call.ingested_at,
             )
-        except psycopg.errors.UniqueViolation as exc:
-            repeated = self._store.repeated_external_id(exc)
-            if not call.unique_index_checks or repeated is None:
+        except Exception as exc:
+            repeated = self._store.repeated_external_id(exc) if call.unique_index_checks else None
+            if repeated is None:
                 raise
             raise _duplicate_id_error(repeated, "appears twice in the input") from None
         self._store.insert_signatures(connection, ids, batch.signatures)
@@ -630,6 +637,9 @@ class Index:
         threshold: float,
     ) -> dict[str, list[Match]]:
         """Matches of each new document among indexed documents and earlier new ones."""
+        from simindex.candidates import bucket_pairs, group_keys
+        from simindex.verify import compare
+
         query_rows, doc_ids = self._store.lookup(connection, banding_id, keys)
         stored_ids = np.unique(doc_ids)
         stored, stored_names = self._profiles(connection, stored_ids)
@@ -673,6 +683,10 @@ class Index:
         earliest documents) are compared, as find_pairs links a hot bucket's members to
         one: a match found only through such buckets, and not among their earliest
         members, is missed. That bounds a query's time and memory on skewed data."""
+        from simindex.minhash import signatures
+        from simindex.shingle import normalize, shingle_sets
+        from simindex.verify import Profiles
+
         normalized = normalize(text)
         if not normalized:
             raise EmptyDocumentError(
@@ -709,6 +723,8 @@ class Index:
         max_bucket_size: int,
         exclude: int | None,
     ) -> list[Match]:
+        from simindex.verify import compare
+
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if max_bucket_size < 1:
             raise ParameterError(f"max_bucket_size must be at least 1, got {max_bucket_size}")
@@ -738,6 +754,10 @@ class Index:
         self, ids: np.ndarray, rows: dict[int, tuple[str, str | None, bytes]]
     ) -> tuple[Profiles, list[str]]:
         """Profiles of documents from their stored rows (see Store.documents_of)."""
+        from simindex.minhash import unpack
+        from simindex.shingle import normalize_batch, shingle_sets
+        from simindex.verify import Profiles
+
         sigs = unpack([rows[int(i)][2] for i in ids], self.spec.num_perm)
         names = [rows[int(i)][0] for i in ids]
         if not self.keep_text:
@@ -782,6 +802,8 @@ class Index:
                 )
                 new_documents = int(added.size)
             buckets = self._store.iter_buckets(connection, banding_id, touching)
+            from simindex.candidates import collect
+
             candidates = collect(buckets, max_bucket_size)
             doc_a, doc_b = candidates.doc_a, candidates.doc_b
             if since is not None:  # pairs of two older documents are stored already
@@ -822,6 +844,11 @@ class Index:
         chunk_size: int,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The candidate pairs with similarity >= threshold: (doc_a, doc_b, estimated, exact)."""
+        import pyarrow as pa
+
+        from simindex import stages
+        from simindex.minhash import unpack
+
         kept = []
         for start in range(0, doc_a.size, chunk_size):
             a = doc_a[start : start + chunk_size]
@@ -880,6 +907,8 @@ class Index:
         """Group the stored pairs with similarity >= threshold into connected components,
         stored as clusters named by their representative (``rule``: earliest or longest).
         Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date."""
+        from simindex.cluster import RULES
+
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if rule not in RULES:
             raise ParameterError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
@@ -909,6 +938,8 @@ class Index:
         self, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, rule: Rule
     ) -> tuple[np.ndarray, np.ndarray]:
         """(documents, their cluster ids) of the components of the edges (doc_a, doc_b)."""
+        from simindex.cluster import components, representatives
+
         documents, component = components(doc_a, doc_b)
         counts = self._store.shingle_counts_of(connection, documents) if rule == "longest" else None
         return documents, representatives(documents, component, counts, rule)
@@ -959,6 +990,8 @@ class Index:
 
     def clusters(self) -> Iterator[ClusterMember]:
         """Clustered documents of the active banding, representative first in each cluster."""
+        from simindex.verify import compare
+
         with self._transaction() as connection:
             active = self._active_banding(connection)
             if active["clusters_threshold"] is None:
@@ -1027,6 +1060,8 @@ class Index:
         return {i: StoredDocument(**found[i]) for i in wanted if i in found}
 
     def _delete(self, connection: Connection, ids: np.ndarray) -> None:
+        from simindex.minhash import unpack
+
         if not ids.size:
             return
         affected = {}
@@ -1132,6 +1167,8 @@ class Index:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Ids (ascending) of the documents above id ``after`` and their band keys for a
         (bands x rows) banding (only the ``chosen`` bands), from their stored signatures."""
+        from simindex.minhash import unpack
+
         chosen = range(bands) if chosen is None else chosen
         ids = [np.empty(0, np.int64)]
         keys = [np.empty((0, len(chosen)), np.int64)]
@@ -1202,6 +1239,8 @@ class Index:
         verification at ``threshold`` (default: the index's), and the estimate's error, against the exact
         Jaccard of all pairs >= ``floor`` among ``sample`` random documents (all of them
         when the index holds fewer). Needs stored text. See docs/evaluation.md."""
+        from simindex.evaluate import evaluate as evaluate_sample
+
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")
         _check_seed(seed)
@@ -1228,6 +1267,9 @@ class Index:
         """How many candidate pairs each (bands, rows) would make on this index's documents,
         from the stored signatures of ``sample`` random documents (see
         simindex.evaluate.estimate_candidates): the cost of recall, before re-banding."""
+        from simindex.evaluate import estimate_candidates
+        from simindex.minhash import unpack
+
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")
         _check_seed(seed)
@@ -1263,13 +1305,16 @@ class Index:
         self._pending = None
 
 
-_OPERATIONAL_ERRORS = (
-    sa.exc.OperationalError,
-    sa.exc.InterfaceError,
-    psycopg.OperationalError,
-    psycopg.InterfaceError,
-)
-_INTEGRITY_ERRORS = (sa.exc.IntegrityError, sqlite3.IntegrityError, psycopg.IntegrityError)
+_OPERATIONAL_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError)
+_INTEGRITY_ERRORS = (sa.exc.IntegrityError, sqlite3.IntegrityError)
+
+
+def _psycopg(*names: str) -> tuple[type[Exception], ...]:
+    """psycopg's exception classes ``names``, if psycopg is loaded: only a PostgreSQL index
+    loads it (SQLite never pays for its import), and nothing else raises them."""
+    module = sys.modules.get("psycopg")
+    return tuple(getattr(module, name) for name in names) if module else ()
+
 
 # SQLite errors that come from the environment (file, disk, locks), not from simindex.
 _SQLITE_USER_ERRORS = (
@@ -1297,11 +1342,11 @@ def _database_errors(store: Store) -> Iterator[None]:
     Bulk loads use the driver's cursor directly, so its own exception classes come too."""
     try:
         yield
-    except (sa.exc.DBAPIError, sqlite3.Error, psycopg.Error) as exc:
+    except (sa.exc.DBAPIError, sqlite3.Error, *_psycopg("Error")) as exc:
         orig = getattr(exc, "orig", None) or exc
         reason = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
         url = display_url(store.engine.url)
-        if isinstance(exc, _INTEGRITY_ERRORS):
+        if isinstance(exc, (*_INTEGRITY_ERRORS, *_psycopg("IntegrityError"))):
             raise DatabaseError(f"database {url} refused the change: {reason}") from None
         if store.dialect == "sqlite":
             if reason.startswith(_SQLITE_DAMAGE):
@@ -1314,7 +1359,9 @@ def _database_errors(store: Store) -> Iterator[None]:
                     f"database {url} failed: {reason}. Check the file's path and "
                     "permissions, and the free disk space"
                 ) from None
-        elif isinstance(exc, _OPERATIONAL_ERRORS):
+        elif isinstance(
+            exc, (*_OPERATIONAL_ERRORS, *_psycopg("OperationalError", "InterfaceError"))
+        ):
             raise DatabaseError(
                 f"database {url} failed: {reason}. Is the server running, the URL right and "
                 "the disk not full? (a local PostgreSQL: `docker compose up -d`)"
@@ -1387,12 +1434,12 @@ def schema_revision(
     finally:
         store.engine.dispose()
     if revision is None:
-        return None, migrate.head_revision(), "no simindex index here: `simindex init` creates one"
+        return None, migrate.HEAD_REVISION, "no simindex index here: `simindex init` creates one"
     try:
         migrate.check_revision(revision)
     except SchemaVersionError as exc:
-        return revision, migrate.head_revision(), str(exc)
-    return revision, migrate.head_revision(), "up to date"
+        return revision, migrate.HEAD_REVISION, str(exc)
+    return revision, migrate.HEAD_REVISION, "up to date"
 
 
 def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:

@@ -4,18 +4,29 @@ The first run after install (or after an upgrade, which changes the sources) wou
 them a few at a time inside whichever commands come first, silently, for tens of seconds.
 :func:`compile_kernels` compiles them all at once on a throwaway index, so the CLI can say
 once what it is doing (see benchmarks/bench_startup.py for the times).
+
+Asking numba whether its cache holds the kernels means importing numba and every kernel
+module (a tenth of a second and more), which commands that run no kernel (stats, show,
+export) should not pay. So once the answer is yes, a stamp in the user's cache directory
+records it, with the size and date of every kernel module and of numba: while they are
+unchanged, and numba's cache files are still there, the answer is read from the stamp.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
+import json
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
-_MODULES = ("banding", "candidates", "cluster", "evaluate", "exact", "hashing", "minhash")
-_MODULES += ("shingle", "verify")
+_MODULES = ("candidates", "cluster", "evaluate", "exact", "hashing", "minhash", "shingle")
+_MODULES += ("verify",)
 
 _WARM_UP = [
     ("w1", "a few words that make a short document for the compiler"),
@@ -40,12 +51,67 @@ def _kernels() -> Iterator[Any]:
 
 
 def kernels_cached() -> bool:
-    """Whether numba's cache holds every kernel. It reads numba's private cache layout: if
-    that changes, the answer is True (no message) rather than an error."""
+    """Whether numba's cache holds every kernel: from the stamp if it is current, else from
+    numba's private cache layout (if that changes, the answer is True, no message, rather
+    than an error), recording a stamp when the answer is yes."""
+    fingerprint = _fingerprint()
+    if _stamp_holds(fingerprint):
+        return True
     try:
-        return all(os.path.exists(k._cache._cache_file._index_path) for k in _kernels())
+        index_files = [k._cache._cache_file._index_path for k in _kernels()]
     except AttributeError:
         return True
+    if not all(os.path.exists(path) for path in index_files):
+        return False
+    _write_stamp({"fingerprint": fingerprint, "index_files": index_files})
+    return True
+
+
+def _fingerprint() -> list[Any]:
+    """What numba's cache entries depend on: Python, the cache directory, and the size and
+    date of each kernel module and of numba."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sources = [os.path.join(here, f"{name}.py") for name in _MODULES]
+    numba = importlib.util.find_spec("numba")  # finds numba without importing it
+    if numba is not None and numba.origin:
+        sources.append(numba.origin)
+    files = []
+    for path in sources:
+        stat = os.stat(path)
+        files.append([path, stat.st_mtime_ns, stat.st_size])
+    return [sys.version, os.environ.get("NUMBA_CACHE_DIR", ""), files]
+
+
+def _stamp_path() -> Path:
+    """One stamp per installed simindex, in $XDG_CACHE_HOME (default ~/.cache)/simindex."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    package = hashlib.sha256(os.path.dirname(os.path.abspath(__file__)).encode()).hexdigest()
+    return Path(cache, "simindex", f"kernels-{package[:16]}.json")
+
+
+def _stamp_holds(fingerprint: list[Any]) -> bool:
+    try:
+        stamp = json.loads(_stamp_path().read_text(encoding="utf-8"))
+        return stamp["fingerprint"] == fingerprint and all(
+            os.path.exists(path) for path in stamp["index_files"]
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _write_stamp(stamp: dict[str, Any]) -> None:
+    """Write the stamp whole (a reader sees the old one or the new one); a cache directory
+    that can't be written only means that the next run asks numba again."""
+    path = _stamp_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w", dir=path.parent, prefix=".kernels-", delete=False, encoding="utf-8"
+        ) as scratch:
+            json.dump(stamp, scratch)
+        os.replace(scratch.name, path)
+    except OSError:
+        pass
 
 
 def compile_kernels() -> None:
@@ -67,3 +133,4 @@ def compile_kernels() -> None:
                 index.evaluate(sample=4)
                 index.estimate_candidates([(20, 5)], sample=4)
                 index.reband(10, 2)
+    kernels_cached()  # records the stamp, which spares the next runs importing numba to ask

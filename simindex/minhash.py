@@ -30,9 +30,8 @@ from simindex.shingle import (
     documents_of,
     window_hashes,
 )
-from simindex.spec import SCHEME_V1, SignatureSpec
+from simindex.spec import SCHEME_V1, SIGNATURE_DTYPE, SignatureSpec
 
-SIGNATURE_DTYPE = np.dtype("<u4")
 EMPTY_VALUE = np.uint32(0xFFFFFFFF)
 
 _S32 = np.uint64(32)

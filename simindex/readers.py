@@ -115,7 +115,9 @@ def read_documents(
     InputError naming file and line, or, with ``on_error``, is handed to it and skipped. A
     file that can't be opened or decoded always raises.
     """
-    for _, document in _checked(path, fmt, id_field, text_field, encoding, on_error, max_chars):
+    for _, _, document in read_checked(
+        path, fmt, id_field, text_field, encoding, on_error, max_chars
+    ):
         yield document
 
 
@@ -129,19 +131,23 @@ def read_valid_records(
     max_chars: int = DEFAULT_MAX_CHARS,
 ) -> Iterator[dict[str, Any]]:
     """The records of a file that make a document, as read (bad ones as in read_documents)."""
-    for record, _ in _checked(path, fmt, id_field, text_field, encoding, on_error, max_chars):
+    for _, record, _ in read_checked(
+        path, fmt, id_field, text_field, encoding, on_error, max_chars
+    ):
         yield record
 
 
-def _checked(
+def read_checked(
     path: str,
-    fmt: Format,
-    id_field: str,
-    text_field: str,
-    encoding: str,
-    on_error: Callable[[InputError], None] | None,
-    max_chars: int,
-) -> Iterator[tuple[dict[str, Any], Document]]:
+    fmt: Format = "auto",
+    id_field: str = "id",
+    text_field: str = "text",
+    encoding: str = "utf-8",
+    on_error: Callable[[InputError], None] | None = None,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> Iterator[tuple[int, dict[str, Any], Document]]:
+    """(line or row number, record as read, document) of each record of a file that makes a
+    document; bad records as in read_documents."""
     for number, record in read_records(path, fmt, id_field, text_field, encoding, on_error):
         try:
             document = _document(path, number, record, id_field, text_field, max_chars)
@@ -150,7 +156,7 @@ def _checked(
                 raise
             on_error(error)
             continue
-        yield record, document
+        yield number, record, document
 
 
 def document_problem(
@@ -447,8 +453,14 @@ def _document(
                 "choose the fields with --id-field / --text-field"
             )
     external_id, text = record_id(record, id_field), record[text_field]
-    metadata = {k: v for k, v in record.items() if k not in (id_field, text_field)} or None
+    metadata = record_metadata(record, id_field, text_field)
     problem = document_problem(external_id, text, max_chars, metadata)
     if problem:
         raise InputError(f"{path}:{number}: {problem}")
     return external_id, text, metadata
+
+
+def record_metadata(record: dict, id_field: str, text_field: str) -> dict | None:
+    """What ingest stores as a record's metadata: its fields but the id and the text (None
+    if it has no others)."""
+    return {k: v for k, v in record.items() if k not in (id_field, text_field)} or None

@@ -15,11 +15,12 @@ import numpy as np
 from simindex.defaults import DEFAULT_SCHEME, SCHEME_V1, SCHEMES
 from simindex.defaults import SCHEME_V2 as SCHEME_V2  # v1: MinHash; v2: one permutation
 from simindex.errors import ParameterError, SpecMismatchError
-from simindex.hashing import splitmix64_stream
 
 NORMALIZATION = "nfkc-lower-space"
 MAX_NUM_PERM = 4096
 MAX_K = 64
+# A stored signature: num_perm little-endian u32, no header (docs/spec.md).
+SIGNATURE_DTYPE = np.dtype("<u4")
 
 ShingleKind = Literal["char", "word"]
 
@@ -73,12 +74,16 @@ class SignatureSpec:
 
         Drawn in order a_0, b_0, a_1, b_1, ... from splitmix64 started at ``seed``.
         """
+        from simindex.hashing import splitmix64_stream  # numba: only where signing needs it
+
         stream = splitmix64_stream(self.seed, 2 * self.num_perm)
         return stream[0::2] | np.uint64(1), stream[1::2]
 
     @cached_property
     def bin_keys(self) -> tuple[np.uint64, np.uint64]:
         """v2's two keys: the first two splitmix64 outputs from ``seed`` (bin hash, densification)."""
+        from simindex.hashing import splitmix64_stream
+
         bin_key, densify_key = splitmix64_stream(self.seed, 2)
         return bin_key, densify_key
 

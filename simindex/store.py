@@ -23,14 +23,12 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 import numpy as np
-import psycopg
 import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import make_url
 
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, application_name
 from simindex.errors import DatabaseError, ParameterError
-from simindex.minhash import SIGNATURE_DTYPE
 from simindex.schema import (
     band_keys,
     bandings,
@@ -41,6 +39,7 @@ from simindex.schema import (
     pairs,
     signatures,
 )
+from simindex.spec import SIGNATURE_DTYPE
 
 DEFAULT_PATH = "simindex.db"
 # Bound parameters per statement: below SQLite's 32,766 and PostgreSQL's 65,535.
@@ -272,6 +271,8 @@ class Store:
                     with connection.begin_nested():
                         connection.exec_driver_sql("LOCK TABLE band_keys IN ACCESS SHARE MODE")
                 except sa.exc.ProgrammingError as exc:
+                    import psycopg  # loaded already: PostgreSQL's driver
+
                     if not isinstance(exc.orig, psycopg.errors.UndefinedTable):
                         raise
                     # no index here yet: nothing to protect
@@ -341,6 +342,8 @@ class Store:
         try:
             connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({lock})")
         except sa.exc.OperationalError as exc:
+            import psycopg
+
             if isinstance(exc.orig, psycopg.errors.LockNotAvailable):
                 raise self._lock_timeout_error(who) from None
             raise
@@ -424,13 +427,8 @@ class Store:
         """``count`` new document ids (int64). Safe against concurrent writers: PostgreSQL
         draws them from the sequence; on SQLite the write transaction holds the lock."""
         if self.dialect == "postgresql":
-            # One step of the sequence for the whole range: simindex writers take turns
-            # (the advisory lock), so no other nextval() falls inside it.
-            last = connection.exec_driver_sql(
-                "SELECT setval(pg_get_serial_sequence('documents', 'id'), "
-                f"nextval(pg_get_serial_sequence('documents', 'id')) + {int(count) - 1})"
-            ).scalar_one()
-            return np.arange(last - count + 1, last + 1, dtype=np.int64)
+            first = self.reserve_document_ids(connection, count)
+            return np.arange(first, first + count, dtype=np.int64)
         # AUTOINCREMENT: never below an id handed out before, even if it was deleted.
         used = connection.exec_driver_sql(
             "SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'documents'), 0),"
@@ -438,6 +436,17 @@ class Store:
         ).scalar_one()
         start = int(used)
         return np.arange(start + 1, start + 1 + count, dtype=np.int64)
+
+    def reserve_document_ids(self, connection: Connection, count: int) -> int:
+        """The first of ``count`` consecutive new document ids drawn from the PostgreSQL
+        sequence (the caller holds the writer lock), without materializing them."""
+        # One step of the sequence for the whole range: simindex writers take turns (the
+        # advisory lock), so no other nextval() falls inside it.
+        last = connection.exec_driver_sql(
+            "SELECT setval(pg_get_serial_sequence('documents', 'id'), "
+            f"nextval(pg_get_serial_sequence('documents', 'id')) + {int(count) - 1})"
+        ).scalar_one()
+        return int(last) - int(count) + 1
 
     def insert_documents(
         self,
@@ -449,9 +458,11 @@ class Store:
         texts: Sequence[str | None],
         metadata: Sequence[dict | None],
         ingested_at: datetime,
+        table: str = "documents",
     ) -> None:
         """``ingested_at``: an aware datetime, stored as UTC (SQLite: with microseconds, in
-        SQLAlchemy's text format, so that comparisons with bound datetimes are right)."""
+        SQLAlchemy's text format, so that comparisons with bound datetimes are right).
+        ``table``: documents, or a staging table of its columns (see StagedLoad)."""
         columns = ["id", "external_id", "content_hash", "shingle_count", "text", "metadata",
                    "ingested_at"]  # fmt: skip
         metadata_json = [None if m is None else json.dumps(m) for m in metadata]
@@ -462,7 +473,7 @@ class Store:
             )  # fmt: skip
             cursor = connection.connection.dbapi_connection.cursor()
             with cursor.copy(
-                f"COPY documents ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
+                f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
             ) as copy:
                 copy.write(rows)
             return
@@ -479,30 +490,36 @@ class Store:
                 strict=True,
             )
         )
-        self._bulk_insert(connection, "documents", columns, rows)
+        self._bulk_insert(connection, table, columns, rows)
 
     @staticmethod
-    def repeated_external_id(error: psycopg.errors.UniqueViolation) -> str | None:
+    def repeated_external_id(error: Exception) -> str | None:
         """The external id that a failed insert of documents repeated, from PostgreSQL's
-        error detail ("Key (external_id)=(x) already exists."); None for another
-        constraint, or a detail in another language (lc_messages)."""
-        if error.diag.constraint_name != "uq_documents_external_id":
+        error detail ("Key (external_id)=(x) already exists."); None for any other error,
+        or a detail in another language (lc_messages)."""
+        diag = getattr(error, "diag", None)  # a psycopg error's
+        if diag is None or diag.sqlstate != "23505":  # unique_violation
             return None
-        found = _REPEATED_KEY.fullmatch(error.diag.message_detail or "")
+        if diag.constraint_name != "uq_documents_external_id":
+            return None
+        found = _REPEATED_KEY.fullmatch(diag.message_detail or "")
         return found and found.group(1)
 
-    def insert_signatures(self, connection: Connection, ids: np.ndarray, sigs: np.ndarray) -> None:
-        """Signatures (uint32, (len(ids), num_perm)), each stored as minhash.pack does."""
+    def insert_signatures(
+        self, connection: Connection, ids: np.ndarray, sigs: np.ndarray, table: str = "signatures"
+    ) -> None:
+        """Signatures (uint32, (len(ids), num_perm)), each stored as minhash.pack does, into
+        ``table`` (signatures, or a staging table of its columns)."""
         packed = np.ascontiguousarray(sigs, dtype=SIGNATURE_DTYPE)
         if self.dialect == "postgresql":
             tuples = np.empty(len(ids), dtype=_signature_tuple(packed.shape[1]))
             tuples["fields"], tuples["id_len"], tuples["sig_len"] = 2, 8, packed.shape[1] * 4
             tuples["document_id"] = ids
             tuples["minhashes"] = packed.view(tuples.dtype["minhashes"]).reshape(-1)
-            _copy_binary(connection, "signatures (document_id, minhashes)", tuples)
+            _copy_binary(connection, f"{table} (document_id, minhashes)", tuples)
             return
         rows = zip(ids.tolist(), (row.tobytes() for row in packed), strict=True)
-        self._bulk_insert(connection, "signatures", ["document_id", "minhashes"], rows)
+        self._bulk_insert(connection, table, ["document_id", "minhashes"], rows)
 
     def _bulk_insert(
         self, connection: Connection, table: str, columns: list[str], rows: Iterable[Sequence]
@@ -714,6 +731,8 @@ class Store:
                     )
                     return []
             except sa.exc.OperationalError as exc:
+                import psycopg
+
                 if not isinstance(exc.orig, psycopg.errors.LockNotAvailable):
                     raise
         return retired
@@ -1036,6 +1055,14 @@ class Store:
             )
         connection.execute(sa.text(statement), {**params, "banding_id": banding_id})
 
+    # -- staged loads ----------------------------------------------------------------------
+
+    def staged_load(self, name: str, bandings: Sequence[int]) -> StagedLoad:
+        """The staging tables ``name``_* of a load by many writers (see StagedLoad), for band
+        keys of the given bandings (a key per banding: ids, or positions before an index and
+        its bandings exist)."""
+        return StagedLoad(self, name, bandings)
+
     # -- integrity -------------------------------------------------------------------------
 
     def integrity_problems(self, connection: Connection) -> list[str]:
@@ -1295,19 +1322,25 @@ class BandKeyWriter:
         self._rows += band.shape[0]
         if self._store.dialect == "postgresql":
             freeze = ", FREEZE" if self._new_table else ""
-            tuples = np.empty(band.shape[0], dtype=_BAND_KEY_TUPLE)
-            tuples["fields"] = 3
-            tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 2, 8, 8
-            tuples["band"], tuples["key"], tuples["document_id"] = band, key, document_id
-            _copy_binary(
-                self._connection, f"{self._table} (band, key, document_id)", tuples, freeze
-            )
+            _copy_band_keys(self._connection, self._table, band, key, document_id, freeze)
             return
         rows = zip(
             itertools.repeat(self._banding_id), band.tolist(), key.tolist(), document_id.tolist()
         )
         self._store._bulk_insert(
             self._connection, "band_keys", ["banding_id", "band", "key", "document_id"], rows
+        )
+
+    def insert_staged(self, rows: str) -> None:
+        """Band keys from a query of rows (band, key, document_id) in this database (staged
+        ones, StagedLoad.band_keys), in primary-key order; then :meth:`finish`."""
+        self._connection.execute(
+            sa.text(
+                f"INSERT INTO {self._table} (banding_id, band, key, document_id) "
+                f"SELECT :banding_id, band, key, document_id FROM ({rows}) AS staged "
+                "ORDER BY band, key, document_id"
+            ),
+            {"banding_id": self._banding_id},
         )
 
     def finish(self) -> None:
@@ -1381,6 +1414,230 @@ _DOCUMENT_MIDDLE = np.dtype(
     ]
 )  # fmt: skip
 _DOCUMENT_TAIL = np.dtype([("time_len", ">i4"), ("time", ">i8")])
+
+
+class StagedLoad:
+    """Documents loaded by many independent writers (the tasks of a distributed job, each in
+    its own transaction) into staging tables, then moved into the index in one transaction
+    of the driver: until then the index does not change, and if the job fails its staging
+    tables are dropped and the index is as it was. PostgreSQL only.
+
+    Each writer loads one *part* (a task's partition of the input): its documents get staging
+    ids ``part << 32 | row`` (row counting from 0 in the part), and it records the part's
+    row count in the same transaction. A retried or duplicated attempt of a part finds it
+    recorded and writes nothing (see :meth:`claim`), so a part is loaded exactly once.
+    :meth:`move` gives the documents consecutive ids from the index's sequence, in order of
+    (part, row): the input's order.
+
+    Tables: ``<name>_documents`` and ``<name>_signatures`` (the columns of documents and
+    signatures), ``<name>_keys_<banding>`` (band, key, document_id), ``<name>_parts`` (part,
+    rows) and ``<name>_rejected`` (external_id, problem; a null problem: an empty document).
+    Unlogged: they are rebuilt by a rerun, never recovered.
+    """
+
+    def __init__(self, store: Store, name: str, bandings: Sequence[int]):
+        if not SCHEMA_NAME.fullmatch(name):
+            raise ParameterError(f"staging table name {name!r} is not a plain identifier")
+        self._store, self.name, self.bandings = store, name, list(bandings)
+        self._skipped = False  # skip_duplicates unstaged documents in this transaction
+
+    def keys_table(self, banding: int) -> str:
+        return f"{self.name}_keys_{int(banding)}"
+
+    def _tables(self) -> list[str]:
+        kinds = ["documents", "signatures", "parts", "rejected"]
+        return [f"{self.name}_{kind}" for kind in kinds] + [
+            self.keys_table(b) for b in self.bandings
+        ]
+
+    def create(self, connection: Connection) -> None:
+        """Create the staging tables (and the index's schema, which a new index has not yet
+        made: an empty schema is no index, and the index's creation takes it)."""
+        run = connection.exec_driver_sql
+        if self._store.schema is not None:
+            run(f'CREATE SCHEMA IF NOT EXISTS "{self._store.schema}"')
+        run(
+            f"CREATE UNLOGGED TABLE {self.name}_documents (id BIGINT NOT NULL, "
+            "external_id TEXT NOT NULL, content_hash BIGINT NOT NULL, "
+            "shingle_count INTEGER NOT NULL, text TEXT, metadata JSONB, "
+            "ingested_at TIMESTAMPTZ NOT NULL)"
+        )
+        run(
+            f"CREATE UNLOGGED TABLE {self.name}_signatures "
+            "(document_id BIGINT NOT NULL, minhashes BYTEA NOT NULL)"
+        )
+        for banding in self.bandings:
+            run(
+                f"CREATE UNLOGGED TABLE {self.keys_table(banding)} "
+                "(band SMALLINT NOT NULL, key BIGINT NOT NULL, document_id BIGINT NOT NULL)"
+            )
+        run(
+            f"CREATE UNLOGGED TABLE {self.name}_parts "
+            "(part INTEGER PRIMARY KEY, rows BIGINT NOT NULL)"
+        )
+        run(f"CREATE UNLOGGED TABLE {self.name}_rejected (external_id TEXT, problem TEXT)")
+
+    def drop(self) -> None:
+        """Drop the staging tables (those that exist), in a transaction of their own."""
+        with self._store.engine.connect() as connection, connection.begin():
+            tables = ", ".join(self._tables())
+            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {tables}")
+
+    def claim(self, connection: Connection, part: int) -> bool:
+        """Whether this transaction is to load ``part``: False if an attempt has loaded it
+        already. Attempts of one part take turns (a transaction-level advisory lock), so a
+        second one waits for the first's commit or rollback."""
+        lock = f"{zlib.crc32(self.name.encode()) & 0x7FFFFFFF}, {int(part)}"
+        connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({lock})")
+        loaded = connection.exec_driver_sql(
+            f"SELECT count(*) FROM {self.name}_parts WHERE part = {int(part)}"
+        ).scalar_one()
+        return not loaded
+
+    def write(
+        self,
+        connection: Connection,
+        ids: np.ndarray,
+        columns: dict[str, Any],
+        sigs: np.ndarray,
+        keys: dict[int, np.ndarray],
+    ) -> None:
+        """Documents with staging ``ids``: ``columns`` are insert_documents' arguments
+        (external_ids, content_hashes, shingle_counts, texts, metadata, ingested_at),
+        ``sigs`` their signatures and ``keys`` their band keys by banding (int64, (n, bands))."""
+        self._store.insert_documents(connection, ids, **columns, table=f"{self.name}_documents")
+        self._store.insert_signatures(connection, ids, sigs, table=f"{self.name}_signatures")
+        for banding, banding_keys in keys.items():
+            band, key, doc = _key_rows(banding_keys, ids)
+            _copy_band_keys(connection, self.keys_table(banding), band, key, doc)
+
+    def reject(self, connection: Connection, external_ids: list[str], problems: list) -> None:
+        """Documents not loaded: why (None: empty after normalization)."""
+        self._store._bulk_insert(
+            connection,
+            f"{self.name}_rejected",
+            ["external_id", "problem"],
+            zip(external_ids, problems, strict=True),
+        )
+
+    def finish_part(self, connection: Connection, part: int, rows: int) -> None:
+        connection.exec_driver_sql(
+            f"INSERT INTO {self.name}_parts (part, rows) VALUES ({int(part)}, {int(rows)})"
+        )
+
+    # -- the driver's side ----------------------------------------------------------------
+
+    def parts(self, connection: Connection) -> dict[int, int]:
+        """part -> rows loaded, of the parts loaded."""
+        found = connection.exec_driver_sql(f"SELECT part, rows FROM {self.name}_parts")
+        return {int(part): int(rows) for part, rows in found}
+
+    def rejected(self, connection: Connection, limit: int) -> tuple[int, int, list[tuple]]:
+        """(malformed documents, empty ones, the first ``limit`` rows (external_id, problem))."""
+        malformed, empty = connection.exec_driver_sql(
+            f"SELECT count(problem), count(*) - count(problem) FROM {self.name}_rejected"
+        ).one()
+        rows = connection.exec_driver_sql(
+            f"SELECT external_id, problem FROM {self.name}_rejected "
+            f"ORDER BY problem IS NULL, external_id LIMIT {int(limit)}"
+        ).all()
+        return int(malformed), int(empty), [tuple(r) for r in rows]
+
+    def duplicates(self, connection: Connection, limit: int) -> tuple[int, int, list[str]]:
+        """(external ids staged twice or more, staged ids already indexed, up to ``limit``
+        examples of either)."""
+        repeated = (
+            f"SELECT external_id FROM {self.name}_documents GROUP BY external_id "
+            "HAVING count(*) > 1"
+        )
+        existing = (
+            f"SELECT s.external_id FROM {self.name}_documents s "
+            "JOIN documents d ON d.external_id = s.external_id"
+        )
+        count = "SELECT count(*) FROM ({}) AS found"
+        repeats = connection.exec_driver_sql(count.format(repeated)).scalar_one()
+        indexed = connection.exec_driver_sql(count.format(existing)).scalar_one()
+        examples = connection.exec_driver_sql(
+            f"({existing} LIMIT {int(limit)}) UNION ({repeated} LIMIT {int(limit)}) "
+            f"ORDER BY 1 LIMIT {int(limit)}"
+        ).scalars()
+        return int(repeats), int(indexed), list(examples)
+
+    def skip_duplicates(self, connection: Connection) -> int:
+        """Unstage the copies of external ids that are indexed already or staged earlier (the
+        first copy in input order stays), and say how many went. The transaction's later
+        moves leave out their signatures and band keys."""
+        connection.exec_driver_sql(
+            "CREATE TEMPORARY TABLE staged_skipped (id BIGINT PRIMARY KEY) ON COMMIT DROP"
+        )
+        skipped = connection.exec_driver_sql(
+            f"WITH gone AS (DELETE FROM {self.name}_documents s WHERE EXISTS "
+            "(SELECT FROM documents d WHERE d.external_id = s.external_id) OR EXISTS "
+            f"(SELECT FROM {self.name}_documents e WHERE e.external_id = s.external_id "
+            "AND e.id < s.id) RETURNING s.id) "
+            "INSERT INTO staged_skipped SELECT id FROM gone"
+        ).rowcount
+        self._skipped = bool(skipped)
+        return int(skipped)
+
+    def move(self, connection: Connection) -> int:
+        """Move the staged documents and signatures into the index, with new ids drawn from
+        its sequence (the caller holds the writer lock); band keys follow through
+        BandKeyWriter.insert_staged. Returns the number of documents moved."""
+        parts = self.parts(connection)
+        total = sum(parts.values())
+        first = self._store.reserve_document_ids(connection, max(total, 1))
+        # Per part, what turns a staging id into its new id.
+        connection.exec_driver_sql(
+            "CREATE TEMPORARY TABLE staged_offsets ON COMMIT DROP AS "
+            f"SELECT part, {int(first)} + coalesce(sum(rows) OVER (ORDER BY part ROWS "
+            "BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) - (part::BIGINT << 32) AS shift "
+            f"FROM {self.name}_parts"
+        )
+        connection.exec_driver_sql(
+            "INSERT INTO documents (id, external_id, content_hash, shingle_count, text, "
+            "metadata, ingested_at) SELECT s.id + o.shift, s.external_id, s.content_hash, "
+            "s.shingle_count, s.text, s.metadata, s.ingested_at "
+            f"FROM {self.name}_documents s JOIN staged_offsets o ON o.part = s.id >> 32"
+        )
+        moved = connection.exec_driver_sql(
+            "INSERT INTO signatures (document_id, minhashes) "
+            f"SELECT s.document_id + o.shift, s.minhashes FROM {self.name}_signatures s "
+            f"JOIN staged_offsets o ON o.part = s.document_id >> 32{self._kept('s.document_id')}"
+        ).rowcount
+        for table in ("documents", "signatures"):
+            connection.exec_driver_sql(f"ANALYZE {table}")
+        return int(moved)
+
+    def band_keys(self, banding: int) -> str:
+        """A query of the staged band keys of ``banding`` as (band, key, document_id) with the
+        documents' new ids (in the transaction of :meth:`move`)."""
+        return (
+            "SELECT s.band, s.key, s.document_id + o.shift AS document_id "
+            f"FROM {self.keys_table(banding)} s JOIN staged_offsets o "
+            f"ON o.part = s.document_id >> 32{self._kept('s.document_id')}"
+        )
+
+    def _kept(self, column: str) -> str:
+        if not self._skipped:
+            return ""
+        return f" WHERE NOT EXISTS (SELECT FROM staged_skipped k WHERE k.id = {column})"
+
+
+def _copy_band_keys(
+    connection: Connection,
+    table: str,
+    band: np.ndarray,
+    key: np.ndarray,
+    document_id: np.ndarray,
+    options: str = "",
+) -> None:
+    """COPY rows (band, key, document_id) into ``table`` in binary format."""
+    tuples = np.empty(band.shape[0], dtype=_BAND_KEY_TUPLE)
+    tuples["fields"] = 3
+    tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 2, 8, 8
+    tuples["band"], tuples["key"], tuples["document_id"] = band, key, document_id
+    _copy_binary(connection, f"{table} (band, key, document_id)", tuples, options)
 
 
 def _signature_tuple(num_perm: int) -> np.dtype:

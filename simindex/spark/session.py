@@ -11,6 +11,7 @@ machine sees it), or NUMBA_CACHE_DIR when the driver sets it.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from typing import TYPE_CHECKING
 
@@ -47,8 +48,9 @@ def worker_environment() -> dict[str, str]:
 def session(master: str | None = None, app_name: str = "simindex") -> SparkSession:
     """The active Spark session (a notebook's, left as it is), or a new one on ``master``
     (default ``local[*]``) set up for simindex: workers on this interpreter with single-threaded
-    numba, loopback networking unless SPARK_LOCAL_IP says otherwise, Arrow batches, no web UI,
-    no console progress bar (it would interleave with simindex's own), and warnings-only logs.
+    numba, loopback networking unless SPARK_LOCAL_IP says otherwise, Arrow batches, adaptive
+    partitions after a persist, no web UI, no console progress bar (it would interleave with
+    simindex's own), and warnings-only logs.
     """
     import_pyspark()
     from pyspark.sql import SparkSession
@@ -56,6 +58,11 @@ def session(master: str | None = None, app_name: str = "simindex") -> SparkSessi
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
+    if "JAVA_HOME" not in os.environ and shutil.which("java") is None:
+        raise SimindexError(
+            "Spark needs Java 17 or later: install it (e.g. apt-get install openjdk-17-jre) "
+            "or set JAVA_HOME"
+        )
     workers = worker_environment()
     os.environ["PYSPARK_PYTHON"] = workers["PYSPARK_PYTHON"]
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -67,6 +74,9 @@ def session(master: str | None = None, app_name: str = "simindex") -> SparkSessi
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.sql.session.timeZone", "UTC")
+        # Let adaptive execution coalesce a persisted shuffle's partitions too, or each of
+        # spark.sql.shuffle.partitions (200) small partitions costs a Python task.
+        .config("spark.sql.optimizer.canChangeCachedPlanOutputPartitioning", "true")
     )
     for name, value in workers.items():
         builder = builder.config(f"spark.executorEnv.{name}", value)

@@ -1,8 +1,10 @@
-"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy, psycopg nor pyarrow, and the
-first run after install says that it compiles the kernels (once)."""
+"""A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy, psycopg, pyarrow nor
+pyspark; a command that runs no kernel loads neither numba, pyarrow, psycopg (on SQLite) nor
+Alembic; and the first run after install says that it compiles the kernels (once)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,23 +12,29 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from simindex import cli, kernels
+from simindex import Index, cli, kernels
 
-HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyarrow")
+HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyarrow", "pyspark")
+# What a command that only reads the database needs not: the kernels' compiler, the stages'
+# Arrow, PostgreSQL's driver for a SQLite index, the migrations' engine for an index at the
+# current revision.
+NOT_FOR_READING = ("numba", "llvmlite", "pyarrow", "psycopg", "alembic", "mako", "pyspark")
 
-# Run the CLI in a fresh interpreter and list the heavy modules it loaded.
+# Run the CLI in a fresh interpreter: its exit status, and the heavy modules it loaded.
 PROBE = """
 import sys
 from simindex.cli import app
 try:
     app(sys.argv[1:])
-except SystemExit:
-    pass
+except SystemExit as exit:
+    print("exit status:", exit.code or 0)
 print("heavy modules:", *(m for m in {heavy!r} if m in sys.modules))
 """
 
 
-@pytest.mark.parametrize("args", [[], ["--help"], ["stats", "--help"], ["pairs", "--help"]])
+@pytest.mark.parametrize(
+    "args", [[], ["--help"], ["stats", "--help"], ["pairs", "--help"], ["spark", "--help"]]
+)
 def test_help_loads_no_heavy_module(args):
     probe = PROBE.format(heavy=HEAVY)
     result = subprocess.run(
@@ -63,9 +71,81 @@ def test_compile_kernels_leaves_every_kernel_cached(tmp_path):
         "kernels.compile_kernels()\n"
         "print(kernels.kernels_cached(), len(list(kernels._kernels())))"
     )
-    environment = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    environment = {
+        **os.environ,
+        "NUMBA_CACHE_DIR": str(tmp_path / "numba"),
+        "XDG_CACHE_HOME": str(tmp_path / "cache"),
+    }
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=environment
     )
     assert result.stdout.split() == ["True", str(len(list(kernels._kernels())))], result.stderr
     assert len(list(kernels._kernels())) >= 10
+
+
+@pytest.fixture
+def stamped(tmp_path, monkeypatch) -> dict[str, str]:
+    """The environment of a run whose kernels are compiled and stamped as such (the stamp in
+    a cache directory of the test's own)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    if not kernels.kernels_cached():
+        kernels.compile_kernels()
+    assert kernels.kernels_cached() and kernels._stamp_path().is_file()
+    return dict(os.environ)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["stats"], ["show", "n001"], ["export", "--what", "pairs"], ["db", "current"]],
+    ids=" ".join,
+)
+def test_a_command_that_runs_no_kernel_loads_no_numba_psycopg_or_alembic(
+    command, tmp_path, news, stamped
+):
+    db = str(tmp_path / "news.db")
+    with Index.create(db) as index:
+        index.add(news[:10])
+        index.find_pairs()
+    probe = PROBE.format(heavy=NOT_FOR_READING)
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *command, "--db", db],
+        capture_output=True,
+        text=True,
+        env=stamped,
+    )
+    assert result.stdout.splitlines()[-2:] == ["exit status: 0", "heavy modules:"], (
+        result.stdout + result.stderr
+    )
+
+
+def test_a_current_stamp_answers_without_numba(stamped):
+    code = "import sys; from simindex import kernels; print(kernels.kernels_cached(), 'numba' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=stamped
+    )
+    assert result.stdout.split() == ["True", "False"], result.stderr
+
+
+def test_a_stale_stamp_is_not_trusted(stamped, tmp_path):
+    fingerprint = kernels._fingerprint()
+    assert kernels._stamp_holds(fingerprint)
+    # A kernel module or numba was replaced (an upgrade): numba must be asked again.
+    python, cache_dir, files = fingerprint
+    touched = [[path, mtime + 1, size] for path, mtime, size in files]
+    assert not kernels._stamp_holds([python, cache_dir, touched])
+    assert not kernels._stamp_holds([python, str(tmp_path / "another-numba-cache"), files])
+    # numba's cache files went (a cleared __pycache__): the stamp does not hold either...
+    stamp = kernels._stamp_path()
+    recorded = json.loads(stamp.read_text())
+    recorded["index_files"].append(str(tmp_path / "cleared.nbi"))
+    stamp.write_text(json.dumps(recorded))
+    assert not kernels._stamp_holds(fingerprint)
+    # ... and the next check asks numba, which still holds every kernel, and stamps anew.
+    assert kernels.kernels_cached() and kernels._stamp_holds(fingerprint)
+
+
+def test_an_unwritable_cache_directory_only_costs_the_stamp(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("not a directory")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    assert kernels.kernels_cached()
+    assert not kernels._stamp_path().exists()

@@ -90,7 +90,7 @@ def test_a_half_created_index_is_recognised_and_completed(db_url, news, revision
         index.add(news[:3])
     with Index.open(db_url) as index:
         assert index.threshold == 0.9 and index.check() == []
-    assert schema_revision(db_url)[0] == migrate.head_revision()
+    assert schema_revision(db_url)[0] == migrate.HEAD_REVISION
 
 
 def test_ingest_completes_a_half_created_index(db_url, news):
@@ -126,7 +126,7 @@ def test_db_upgrade_brings_an_old_index_to_the_head(db_url):
     assert schema_revision(db_url)[2].endswith(
         "run `simindex db upgrade` (with the same --db) first"
     )
-    assert upgrade_schema(db_url) == ("0001", migrate.head_revision())
+    assert upgrade_schema(db_url) == ("0001", migrate.HEAD_REVISION)
     assert schema_revision(db_url)[2] == "up to date"
 
 

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
+from alembic.script import ScriptDirectory
 
 from simindex import Index, migrate
 from simindex.schema import metadata
@@ -26,12 +27,36 @@ def test_the_migrated_schema_is_the_one_the_code_describes(db_url):
     assert differences == []
 
 
+def test_the_head_revision_constant_is_the_migrations_head():
+    """Opening an index compares the stored revision with HEAD_REVISION, without Alembic: a new
+    migration must move the constant too."""
+    script = ScriptDirectory.from_config(migrate._config())
+    assert migrate.HEAD_REVISION == script.get_current_head()
+
+
+def test_the_stored_revision_reads_as_alembic_reads_it(db_url):
+    engine = create_engine(database_url(db_url))
+    with engine.connect() as connection:
+        assert migrate.current_revision(connection) is None
+        assert MigrationContext.configure(connection).get_current_revision() is None
+    engine.dispose()
+    Index.create(db_url).close()
+    engine = create_engine(database_url(db_url))
+    with engine.begin() as connection:
+        revision = migrate.current_revision(connection)
+        assert revision == MigrationContext.configure(connection).get_current_revision()
+        assert revision == migrate.HEAD_REVISION
+        command.downgrade(migrate._config(connection), "0002")
+        assert migrate.current_revision(connection) == "0002"
+    engine.dispose()
+
+
 def test_db_upgrade_is_idempotent_and_reports_the_head(db_url):
     engine = create_engine(database_url(db_url))
     with engine.begin() as connection:
-        assert migrate.upgrade(connection) == (None, migrate.head_revision())
+        assert migrate.upgrade(connection) == (None, migrate.HEAD_REVISION)
     with engine.begin() as connection:
-        assert migrate.upgrade(connection) == (migrate.head_revision(), migrate.head_revision())
+        assert migrate.upgrade(connection) == (migrate.HEAD_REVISION, migrate.HEAD_REVISION)
     engine.dispose()
 
 
@@ -64,7 +89,7 @@ def test_the_wheel_carries_the_migrations_and_upgrades_from_outside_the_checkout
         text=True,
     )
     assert result.returncode == 0, result.stderr
-    assert migrate.head_revision() in result.stdout
+    assert migrate.HEAD_REVISION in result.stdout
     engine = sa.create_engine(f"sqlite:///{tmp_path}/w.db")
     assert "band_keys" in sa.inspect(engine).get_table_names()
 
@@ -84,7 +109,7 @@ def test_0003_adds_the_neighbors_view_and_its_downgrade_removes_it(db_url, news)
         assert "neighbors" not in sa.inspect(connection).get_view_names()
         assert "similar_pairs" in sa.inspect(connection).get_view_names()
     with engine.begin() as connection:
-        assert migrate.upgrade(connection) == ("0002", migrate.head_revision())
+        assert migrate.upgrade(connection) == ("0002", migrate.HEAD_REVISION)
     with engine.connect() as connection:
         assert len(connection.exec_driver_sql(neighbors).all()) == 2
     engine.dispose()

@@ -115,7 +115,7 @@ def test_cli_schema_option_and_environment_variable(pg_url):
     jobs = {"SIMINDEX_SCHEMA": "jobs"}
     assert run("init", "--db", pg_url, env=jobs).exit_code == 0
     assert run("db", "current", "--db", pg_url, env=jobs).stdout.startswith(
-        f"database revision: {migrate.head_revision()}"
+        f"database revision: {migrate.HEAD_REVISION}"
     )
     stats = run("stats", "--db", pg_url, "--json", "--schema", "news")
     assert stats.exit_code == 0, stats.output
