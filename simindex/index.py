@@ -252,6 +252,9 @@ class _AddCall:
     find_duplicates: float | None
     ingested_at: datetime
     writers: dict[int, BandKeyWriter]
+    # Ids need no look-up: the index held no documents when the call began, and the
+    # database's unique index on external_id names a repeat across batches (PostgreSQL).
+    unique_index_checks: bool = False
     result: AddResult = field(default_factory=AddResult)
 
 
@@ -469,6 +472,9 @@ class Index:
                     b["id"]: self._store.band_key_writer(connection, b["id"], bulk=bulk)
                     for b in complete
                 },
+                unique_index_checks=on_duplicate == "fail"
+                and self._store.dialect == "postgresql"
+                and self._store.max_document_id(connection) == 0,
             )
             batches = iter(lambda: list(islice(iterator, batch_size)), [])
             verify = find_duplicates is not None and self.keep_text
@@ -529,7 +535,7 @@ class Index:
         result, active, find_duplicates = call.result, call.active, call.find_duplicates
         external_ids = batch.external_ids
         keep, indexed = self._drop_duplicate_ids(
-            connection, external_ids, call.on_duplicate, result
+            connection, external_ids, call.on_duplicate, result, not call.unique_index_checks
         )
         counts = batch.counts
         empty = [i for i in keep if counts[i] == 0]
@@ -567,16 +573,22 @@ class Index:
             result.duplicates.update(found)
 
         ids = self._store.allocate_document_ids(connection, len(batch))
-        self._store.insert_documents(
-            connection,
-            ids,
-            batch.external_ids,
-            batch.content_hashes,
-            batch.counts,
-            batch.texts if self.keep_text else [None] * len(batch),
-            batch.metadata,
-            call.ingested_at,
-        )
+        try:
+            self._store.insert_documents(
+                connection,
+                ids,
+                batch.external_ids,
+                batch.content_hashes,
+                batch.counts,
+                batch.texts if self.keep_text else [None] * len(batch),
+                batch.metadata,
+                call.ingested_at,
+            )
+        except Exception as exc:
+            repeated = self._store.repeated_external_id(exc) if call.unique_index_checks else None
+            if repeated is None:
+                raise
+            raise _duplicate_id_error(repeated, "appears twice in the input") from None
         self._store.insert_signatures(connection, ids, batch.signatures)
         for banding_id, banding_keys in batch.keys.items():
             call.writers[banding_id].write(ids, banding_keys)
@@ -594,23 +606,25 @@ class Index:
         external_ids: list[str],
         on_duplicate: OnDuplicate,
         result: AddResult,
+        look_up: bool = True,
     ) -> tuple[list[int], dict[str, int]]:
         """Positions of the batch to insert (first copies of ids not yet indexed; under
-        "replace", the last copy of every id), and the document ids of those indexed."""
+        "replace", the last copy of every id), and the document ids of those indexed.
+        ``look_up=False``: none is indexed (see _AddCall.unique_index_checks)."""
         first: dict[str, int] = {}
         last: dict[str, int] = {}
         for i, external_id in enumerate(external_ids):
             first.setdefault(external_id, i)
             last[external_id] = i
-        existing = self._store.document_ids(connection, list(first))
+        existing = self._store.document_ids(connection, list(first)) if look_up else {}
         repeated = [i for i, external_id in enumerate(external_ids) if first[external_id] != i]
         if on_duplicate == "fail" and (existing or repeated):
             example = sorted(existing)[0] if existing else external_ids[repeated[0]]
             where = "is already indexed" if existing else "appears twice in the input"
-            raise DuplicateIdError(
-                f"document id {example!r} {where} ({len(existing)} already indexed, "
-                f"{len(repeated)} repeated in this batch); pass --on-duplicate skip / "
-                "on_duplicate='skip' to keep the first copy, or replace to keep the last"
+            raise _duplicate_id_error(
+                example,
+                f"{where} ({len(existing)} already indexed, {len(repeated)} repeated in this "
+                "batch)",
             )
         keep = []
         for i, external_id in enumerate(external_ids):
@@ -1533,6 +1547,13 @@ def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any
         while (result := pending.result()) is not done:
             pending = worker.submit(produce)
             yield result
+
+
+def _duplicate_id_error(external_id: str, where: str) -> DuplicateIdError:
+    return DuplicateIdError(
+        f"document id {external_id!r} {where}; pass --on-duplicate skip / "
+        "on_duplicate='skip' to keep the first copy, or replace to keep the last"
+    )
 
 
 def _matches(

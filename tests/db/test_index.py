@@ -105,6 +105,17 @@ def test_duplicate_ids_fail_or_skip_and_leave_nothing_half_written(db_url, news)
         assert index.stats()["documents"] == 20
 
 
+def test_an_id_repeated_in_a_later_batch_of_a_first_load_fails_and_adds_nothing(db_url, news):
+    """A first load (an empty index) leaves the repeat across batches to the database's
+    unique index on PostgreSQL: the error still names the id, and nothing is left. (SQLite
+    looks the ids up, and finds the earlier batch's copy indexed.)"""
+    with Index.create(db_url) as index:
+        with pytest.raises(DuplicateIdError, match="'n003' (appears twice|is already indexed)"):
+            index.add(news[:6] + [("n003", "another text altogether")], batch_size=3)
+        assert index.stats()["documents"] == 0
+        assert index.add(news[:6], batch_size=3).added == 6
+
+
 def test_empty_documents_are_skipped_and_listed_or_fail(db_url):
     with Index.create(db_url) as index:
         with pytest.raises(EmptyDocumentError, match="'blank' has no text"):
