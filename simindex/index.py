@@ -67,8 +67,8 @@ if TYPE_CHECKING:
     from simindex.shingle import ShingleSets
     from simindex.verify import Profiles
 
-# Memory of reband()'s band keys where rows must arrive in key order (SQLite; PostgreSQL
-# sorts its bulk load once, so there reband streams): the fewest passes over the signatures that keep
+# Memory of reband()'s band keys when its writer is not a bulk load (a bulk load puts the
+# rows in key order itself, so reband streams): the fewest passes over the signatures that keep
 # n_documents * (bands_per_pass + REBAND_COPIES) * 8 bytes below this (two passes at 400k
 # documents x 42 bands); one band's key-ordered copies (argsort, band, keys, ids, the next
 # band's argsort) take REBAND_COPIES * 8 bytes per document however small the budget.

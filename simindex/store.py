@@ -1336,8 +1336,8 @@ class BandKeyWriter:
 
     @property
     def sorts_at_finish(self) -> bool:
-        """Whether the rows are loaded in bulk and sorted once by finish(), so the order
-        of the batches costs nothing."""
+        """Whether this is a bulk load, whose rows finish() puts in key order (spooled),
+        so the order of the batches costs nothing."""
         return self._bulk
 
     def write(self, document_ids: np.ndarray, keys: np.ndarray) -> None:
