@@ -49,8 +49,8 @@ from simindex.readers import (
     DEFAULT_MAX_CHARS,
     detect_format,
     expand_inputs,
+    read_checked,
     read_documents,
-    read_valid_records,
     record_id,
     spool_stdin,
 )
@@ -174,6 +174,18 @@ InputFormatOption = Annotated[
 IdField = Annotated[str, typer.Option(help="Field (JSON, Parquet) or column (CSV) holding the id.")]
 TextField = Annotated[str, typer.Option(help="Field or column holding the text.")]
 Encoding = Annotated[str, typer.Option(help="Text encoding of the input files.")]
+MaxChars = Annotated[
+    int,
+    typer.Option(help="Longest document accepted, in characters (~20 bytes of memory each)."),
+]
+SparkMaster = Annotated[
+    str | None,
+    typer.Option(
+        help="Spark master URL (local[4], spark://host:7077, yarn ...). Default: the "
+        "active session's, else local[*].",
+        show_default=False,
+    ),
+]
 ErrorLog = Annotated[
     Path,
     typer.Option(help="With --on-error skip: where skipped records are listed (JSON lines)."),
@@ -394,10 +406,7 @@ def ingest(
         ),
     ] = Policy.fail,
     error_log: ErrorLog = Path("simindex-errors.jsonl"),
-    max_chars: Annotated[
-        int,
-        typer.Option(help="Longest document accepted, in characters (~20 bytes of memory each)."),
-    ] = DEFAULT_MAX_CHARS,
+    max_chars: MaxChars = DEFAULT_MAX_CHARS,
 ) -> None:
     """Add documents to the index (creating it with default settings if the database has none).
 
@@ -865,14 +874,7 @@ def spark_dedup(
             "records are left out, problems/."
         ),
     ],
-    master: Annotated[
-        str | None,
-        typer.Option(
-            help="Spark master URL (local[4], spark://host:7077, yarn ...). Default: the "
-            "active session's, else local[*].",
-            show_default=False,
-        ),
-    ] = None,
+    master: SparkMaster = None,
     threshold: DuplicateThreshold = DEFAULT_THRESHOLD,
     keep: Keep = Rule.earliest,
     fmt: InputFormatOption = InputFormat.auto,
@@ -957,7 +959,8 @@ def _records_of(
 ) -> Iterator[dict[str, Any]]:
     """The records of every input in order, bad ones left out (reported when indexing)."""
     for path in paths:
-        yield from read_valid_records(path, fmt, id_field, text_field, encoding, _ignore)
+        for _, record, _ in read_checked(path, fmt, id_field, text_field, encoding, _ignore):
+            yield record
 
 
 def _ignore(error: InputError) -> None:
@@ -1482,12 +1485,7 @@ def spark_ingest(
     db: Db = None,
     schema: Schema = None,
     lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
-    master: Annotated[
-        str | None,
-        typer.Option(
-            help="Spark master URL, e.g. local[4] or spark://host:7077 (default local[*])."
-        ),
-    ] = None,
+    master: SparkMaster = None,
     fmt: InputFormatOption = InputFormat.auto,
     id_field: IdField = "id",
     text_field: TextField = "text",
@@ -1506,9 +1504,7 @@ def spark_ingest(
         Policy,
         typer.Option(help="A malformed record: fail, or skip it (counted, the first named)."),
     ] = Policy.fail,
-    max_chars: Annotated[
-        int, typer.Option(help="Longest document accepted, in characters.")
-    ] = DEFAULT_MAX_CHARS,
+    max_chars: MaxChars = DEFAULT_MAX_CHARS,
     scheme: Annotated[
         Scheme | None,
         typer.Option(help=f"{SCHEME_HELP} Default: --db's, or {DEFAULT_SCHEME} for a new index."),

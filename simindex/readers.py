@@ -121,22 +121,6 @@ def read_documents(
         yield document
 
 
-def read_valid_records(
-    path: str,
-    fmt: Format = "auto",
-    id_field: str = "id",
-    text_field: str = "text",
-    encoding: str = "utf-8",
-    on_error: Callable[[InputError], None] | None = None,
-    max_chars: int = DEFAULT_MAX_CHARS,
-) -> Iterator[dict[str, Any]]:
-    """The records of a file that make a document, as read (bad ones as in read_documents)."""
-    for _, record, _ in read_checked(
-        path, fmt, id_field, text_field, encoding, on_error, max_chars
-    ):
-        yield record
-
-
 def read_checked(
     path: str,
     fmt: Format = "auto",
