@@ -297,9 +297,11 @@ def user_errors(function: F) -> F:
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from simindex.kernels import without_blas
+
         application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), without_blas():
                 warnings.simplefilter("always", LowRecallWarning)  # every time, one line each
                 warnings.showwarning = _show_warning
                 return function(*args, **kwargs)

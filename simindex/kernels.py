@@ -10,6 +10,10 @@ module (a tenth of a second and more), which commands that run no kernel (stats,
 export) should not pay. So once the answer is yes, a stamp in the user's cache directory
 records it, with the size and date of every kernel module and of numba: while they are
 unchanged, and numba's cache files are still there, the answer is read from the stamp.
+
+Loading the first cached kernel sets up numba's CPU target, which probes for a BLAS by
+importing scipy.linalg when SciPy is installed (0.1-0.3 s, plus the NumPy submodules SciPy
+pulls in); no kernel uses a BLAS, so the CLI runs its commands under :func:`without_blas`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import os
 import sys
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +117,25 @@ def _write_stamp(stamp: dict[str, Any]) -> None:
         os.replace(scratch.name, path)
     except OSError:
         pass
+
+
+_BLAS_PROBE = "scipy.linalg.cython_blas"
+
+
+@contextmanager
+def without_blas() -> Iterator[None]:
+    """numba, if it sets up its CPU target inside the block, finds no BLAS (a None entry in
+    sys.modules fails the probe's import at once); outside the block, the module imports as
+    usual. numba then compiles no BLAS call in this process, which no kernel makes."""
+    if _BLAS_PROBE in sys.modules:
+        yield
+        return
+    sys.modules[_BLAS_PROBE] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        if sys.modules.get(_BLAS_PROBE, _BLAS_PROBE) is None:
+            del sys.modules[_BLAS_PROBE]
 
 
 def compile_kernels() -> None:

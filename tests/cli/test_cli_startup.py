@@ -1,6 +1,7 @@
 """A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy, psycopg, pyarrow nor
 pyspark; a command that runs no kernel loads neither numba, pyarrow, psycopg (on SQLite) nor
-Alembic; and the first run after install says that it compiles the kernels (once)."""
+Alembic; one that runs kernels does not let numba import SciPy's linear algebra; and the first
+run after install says that it compiles the kernels (once)."""
 
 from __future__ import annotations
 
@@ -116,6 +117,41 @@ def test_a_command_that_runs_no_kernel_loads_no_numba_psycopg_or_alembic(
     assert result.stdout.splitlines()[-2:] == ["exit status: 0", "heavy modules:"], (
         result.stdout + result.stderr
     )
+
+
+def test_a_command_that_runs_kernels_spares_numba_its_blas_probe(tmp_path, news, stamped):
+    """With SciPy installed, numba's CPU target imports scipy.linalg to find a BLAS, which no
+    kernel uses: the CLI's commands run without it."""
+    pytest.importorskip("scipy")
+    db = str(tmp_path / "news.db")
+    with Index.create(db) as index:
+        index.add(news[:10])
+    probe = PROBE.format(heavy=("numba", "scipy.linalg"))
+    result = subprocess.run(
+        [sys.executable, "-c", probe, "query", "--db", db, news[0][1]],
+        capture_output=True,
+        text=True,
+        env=stamped,
+    )
+    assert result.stdout.splitlines()[-2:] == ["exit status: 0", "heavy modules: numba"], (
+        result.stdout + result.stderr
+    )
+
+
+def test_without_blas_lifts_its_block_when_it_ends():
+    pytest.importorskip("scipy")
+    code = (
+        "from simindex import kernels\n"
+        "with kernels.without_blas():\n"
+        "    try:\n"
+        "        import scipy.linalg.cython_blas\n"
+        "    except ImportError:\n"
+        "        print('blocked')\n"
+        "import scipy.linalg.cython_blas\n"
+        "print('imported')"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.split() == ["blocked", "imported"], result.stderr
 
 
 def test_a_current_stamp_answers_without_numba(stamped):
