@@ -194,10 +194,14 @@ def dedup_files(
     for path in paths:
         if Path(path).resolve().is_relative_to(target.resolve()):
             raise InputError(f"{path}: is inside --out {out}; write the output elsewhere")
-    spark = session(master)
+    spark = session(master)  # first: it says how to install pyspark if it is missing
+    from pyspark import StorageLevel
+
+    # Read (parsed and checked in Python) once: signing, verification and the outputs all
+    # take their records from here, not from the files again.
     records = read_files(
         spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding
-    )
+    ).persist(StorageLevel.MEMORY_AND_DISK)
     documents = records.select("doc", "id", "text", "problem", "fatal")
     created = not target.exists()
     try:
