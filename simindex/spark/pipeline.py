@@ -388,12 +388,15 @@ class _Run:
         # What verification reads of a document (its signature, and text), for the documents
         # of a candidate pair alone (every document of a cluster is one): made once, for the
         # pairs and again for the similarities to the representatives.
-        ends = candidates.select(F.col("doc_a").alias("doc")).union(
-            candidates.select(F.col("doc_b").alias("doc"))
+        ends = (
+            candidates.select(F.col("doc_a").alias("doc"))
+            .union(candidates.select(F.col("doc_b").alias("doc")))
+            .distinct()
         )
-        side = self.signed.select("doc", "signature").join(ends.distinct(), "doc", "left_semi")
-        if self.exact:
-            side = side.join(self.documents.select("doc", "text"), "doc")
+        side = self.signed.select("doc", "signature").join(ends, "doc", "left_semi")
+        if self.exact:  # the other texts are not shuffled
+            texts = self.documents.select("doc", "text").join(ends, "doc", "left_semi")
+            side = side.join(texts, "doc")
         self._side = side.persist(StorageLevel.MEMORY_AND_DISK)
         _step(self.documents, "verification")
         self._pairs = self._compare(candidates, self.threshold).persist(
