@@ -268,22 +268,39 @@ def run_step(step: str, **params) -> dict:
 
 
 def spark_stages(log_dir: Path) -> list[dict]:
-    """Per Spark stage of the event log in ``log_dir``: name, tasks and wall seconds (submission
-    to completion), in submission order. (The log's executor CPU time is the JVM's alone, not
-    the Python workers', so it is not reported.)"""
+    """Per Spark stage of the event log in ``log_dir``: name, the pipeline step it ran for (its
+    job description, "simindex <step>"), tasks and wall seconds (submission to completion), in
+    submission order. (The log's executor CPU time is the JVM's alone, not the Python
+    workers', so it is not reported.)"""
     (log,) = [p for p in log_dir.iterdir() if p.is_file() and not p.name.startswith(".")]
     stages: dict[int, dict] = {}
+    steps: dict[int, str] = {}
     for line in log.read_text().splitlines():
         event = json.loads(line)
-        if event["Event"] == "SparkListenerStageCompleted":
+        if event["Event"] == "SparkListenerStageSubmitted":
+            described = (event.get("Properties") or {}).get("spark.job.description") or ""
+            steps[event["Stage Info"]["Stage ID"]] = described.removeprefix("simindex ")
+        elif event["Event"] == "SparkListenerStageCompleted":
             info = event["Stage Info"]
             stages[info["Stage ID"]] = {
                 "name": info["Stage Name"],
+                "step": steps.get(info["Stage ID"]) or "other",
                 "tasks": info["Number of Tasks"],
                 "submitted": info["Submission Time"] / 1000,
+                "completed": info["Completion Time"] / 1000,
                 "seconds": (info["Completion Time"] - info["Submission Time"]) / 1000,
             }
     return sorted(stages.values(), key=lambda s: s["submitted"])
+
+
+def spark_steps(stages: list[dict]) -> dict[str, float]:
+    """Wall seconds of each pipeline step: from its first stage's submission to its last
+    stage's completion (the steps run one after the other), in order."""
+    spans: dict[str, list[float]] = {}
+    for stage in stages:
+        span = spans.setdefault(stage["step"], [stage["submitted"], stage["completed"]])
+        span[0], span[1] = min(span[0], stage["submitted"]), max(span[1], stage["completed"])
+    return {step: end - start for step, (start, end) in spans.items()}
 
 
 def spark_env(log_dir: Path) -> dict[str, str]:
@@ -325,6 +342,7 @@ def bench(args: argparse.Namespace) -> dict:
                    "--master", label, "--threshold", str(THRESHOLD)]  # fmt: skip
         result = measure(command, spark_env(log_dir))
         result["spark_stages"] = spark_stages(log_dir)
+        result["stages"] = spark_steps(result["spark_stages"])
         result.update(spark_outputs(out_dir, label, str(work)))
         shutil.rmtree(out_dir)
         results[f"spark-dedup {label}"] = result
@@ -406,8 +424,9 @@ def report(args: argparse.Namespace, results: dict, started: datetime, load: tup
         f"{args.seed}) in {args.shards} JSON-lines shards; threshold {THRESHOLD}, exact "
         "verification, text kept",
         "",
-        "| run | wall s | CPU s (tree) | peak MiB driver / JVM / workers / all | other load (cores) |",
-        "|---|---:|---:|---|---:|",
+        "| run | wall s | CPU s (tree) | CPU us/doc | peak MiB driver / JVM / workers / all "
+        "| other load (cores) |",
+        "|---|---:|---:|---:|---|---:|",
     ]
     for label, result in results.items():
         if not isinstance(result, dict) or "seconds" not in result:
@@ -415,7 +434,7 @@ def report(args: argparse.Namespace, results: dict, started: datetime, load: tup
         peak = result["peak_mib"]
         lines.append(
             f"| {label} | {result['seconds']:.1f} | {result['cpu_seconds']:.1f} | "
-            f"{peak['driver']:,.0f} / {peak['jvm']:,.0f} / {peak['workers']:,.0f} / "
+            f"{result['cpu_seconds'] / args.docs * 1e6:,.0f} | {peak['driver']:,.0f} / {peak['jvm']:,.0f} / {peak['workers']:,.0f} / "
             f"{peak['all']:,.0f} | {result['foreign_cores']:.2f} |"
         )
     lines.append("")
@@ -441,7 +460,10 @@ def report(args: argparse.Namespace, results: dict, started: datetime, load: tup
             f"- Parallel efficiency local[2] vs local[1]: speed-up {speedup:.2f}x, "
             f"efficiency {speedup / 2:.0%}"
         )
-    lines.append(f"- Identical pairs and dropped documents (vs single): {results['identical']}")
+    lines.append(
+        "- Identical pairs and clusters (the dropped documents with their representatives) "
+        f"vs single: {results['identical']}"
+    )
     if "ingest_identical" in results:
         lines.append(
             "- Spark ingest and Index.add made identical indexes (documents, ids, signatures, "

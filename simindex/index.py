@@ -53,6 +53,7 @@ from simindex.spec import SignatureSpec
 from simindex.store import (
     DEFAULT_LOCK_TIMEOUT,
     BandKeyWriter,
+    StagedLoad,
     Store,
     create_engine,
     database_url,
@@ -1396,6 +1397,32 @@ class Index:
             )
         sigs = unpack([blobs[int(i)] for i in ids], self.spec.num_perm)
         return estimate_candidates(sigs, documents, bandings)
+
+    # -- bulk loads by many writers (simindex.spark.ingest) ---------------------------------
+
+    def load_bandings(self) -> dict[int, tuple[int, int]]:
+        """(bands, rows) of the bandings a load fills, by banding id: the complete ones, or
+        a deferred index's first banding under 0 until its creation gives it an id."""
+        if self._pending is not None:
+            return {0: self._pending}
+        return {
+            b["id"]: (b["bands"], b["rows"]) for b in self.bandings() if b["state"] == "complete"
+        }
+
+    def staged_load(self, name: str) -> StagedLoad:
+        """New staging tables ``name``_* for load_bandings() (store.StagedLoad), which
+        writers outside this process fill; StagedLoad.drop removes them."""
+        staged = self._store.staged_load(name, self.load_bandings())
+        with _database_errors(self._store), self._store.engine.begin() as connection:
+            staged.create(connection)
+        return staged
+
+    @contextmanager
+    def load_transaction(self) -> Iterator[tuple[Store, Connection]]:
+        """A write transaction of the index with its store, in which a staged load is moved
+        in (a deferred index is created in it first)."""
+        with self._transaction(write=True) as connection:
+            yield self._store, connection
 
     # -- helpers ---------------------------------------------------------------------------
 

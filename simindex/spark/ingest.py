@@ -88,6 +88,7 @@ def ingest(
     on_error: str = "fail",
     max_chars: int = DEFAULT_MAX_CHARS,
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+    prepare: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] | None = None,
     **create_options: Any,
 ) -> IngestReport:
     """Add the documents of ``dataframe`` (columns ``id``, ``text``, optionally
@@ -102,7 +103,8 @@ def ingest(
     fails the load ("fail") or is skipped, the first copy in input order staying ("skip").
     ``on_empty`` and ``on_error`` ("fail" or "skip"): a text empty after normalization, and a
     malformed record (see readers.document_problem). A SQLite URL is refused
-    (ParameterError).
+    (ParameterError). ``prepare``: run by each task on its partition's Arrow batches before
+    signing, to make the documents there (:func:`ingest_files` reads its files in it).
     """
     started = time.perf_counter()
     if on_duplicate not in ("fail", "skip"):
@@ -123,28 +125,19 @@ def ingest(
         url, schema=schema, lock_timeout=lock_timeout, spec=spec, **create_options
     )
     with index:
-        if created:  # its first banding: the position 0 stands for its id until it exists
-            assert index._pending is not None
-            bandings = {0: index._pending}
-        else:
-            bandings = {
-                b["id"]: (b["bands"], b["rows"])
-                for b in index.bandings()
-                if b["state"] == "complete"
-            }
-        staged = index._store.staged_load(f"simindex_load_{uuid.uuid4().hex[:12]}", bandings)
-        with index._store.engine.connect() as connection, connection.begin():
-            staged.create(connection)
+        bandings = index.load_bandings()
+        staged = index.staged_load(f"simindex_load_{uuid.uuid4().hex[:12]}")
         try:
             stage = _stage_partition(
-                url, schema, staged.name, index.spec, bandings, index.keep_text, max_chars
-            )
+                url, schema, staged.name, index.spec, bandings, index.keep_text, max_chars,
+                prepare,
+            )  # fmt: skip
             job_started = time.perf_counter()
             parts = _run(dataframe.mapInArrow(stage, "part INT, rows BIGINT"))
             move_started = time.perf_counter()
-            with index._transaction(write=True) as connection:
+            with index.load_transaction() as (store, connection):
                 report = _move(
-                    index._store, connection, staged, bandings, created, len(parts),
+                    store, connection, staged, bandings, created, len(parts),
                     on_duplicate, on_empty, on_error,
                 )  # fmt: skip
             moved = time.perf_counter()
@@ -176,17 +169,16 @@ def ingest_files(
     list; one task a file), read and checked as ``ingest`` reads them, with the same
     metadata (a record's other fields), into the index at ``url`` by :func:`ingest`
     (``options``: its keyword arguments)."""
-    from simindex.spark.read import read_files
+    from simindex.spark.read import files, reader
     from simindex.spark.session import session
 
     spark = session(master)
-    records = read_files(
-        spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,
-        max_chars=max_chars,
-    )  # fmt: skip
+    read = reader(
+        fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding, max_chars=max_chars
+    )
 
     def documents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
+        for batch in read(batches):
             fatal = batch["problem"].filter(batch["fatal"]).to_pylist()
             if fatal:  # a file that can't be read fails the job (and is never skipped)
                 raise InputError(fatal[0])
@@ -205,10 +197,8 @@ def ingest_files(
                 }
             )
 
-    frame = records.select("id", "text", "record", "problem", "fatal").mapInArrow(
-        documents, "id STRING, text STRING, metadata STRING, problem STRING"
-    )
-    return ingest(frame, url, max_chars=max_chars, **options)
+    # Each file is read, signed and staged in one task: its texts never pass through Spark.
+    return ingest(files(spark, paths), url, max_chars=max_chars, prepare=documents, **options)
 
 
 def _run(job: DataFrame) -> list[Any]:
@@ -234,8 +224,10 @@ def _stage_partition(
     bandings: dict[int, tuple[int, int]],
     keep_text: bool,
     max_chars: int,
+    prepare: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]] | None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The task of one partition (for mapInArrow): sign its documents and stage them."""
+    """The task of one partition (for mapInArrow): sign its documents (made by ``prepare``
+    from its batches, if given) and stage them."""
     spec_values = spec.to_dict()
     ingested_at = datetime.now(UTC)
 
@@ -250,7 +242,7 @@ def _stage_partition(
         try:
             with store.engine.connect() as connection, connection.begin():
                 if staged.claim(connection, part):
-                    for batch in batches:
+                    for batch in prepare(batches) if prepare else batches:
                         rows += _stage_batch(
                             connection, staged, batch, (part << 32) + rows, task_spec,
                             bandings, keep_text, max_chars, ingested_at,

@@ -139,13 +139,15 @@ def dedup(
     run.check(on_error, on_empty, on_duplicate)
     dropped = run.dropped()
     kept = numbered.join(run.not_kept(), "doc", "left_anti")
+    summary = run.summary()
+    _step(frame, None)  # the caller's own jobs are no step of this one
     return Deduplicated(
         kept=kept.join(dropped.select("doc"), "doc", "left_anti").drop("doc"),
         dropped=numbered.join(dropped, "doc").drop("doc"),
         pairs=run.named_pairs(),
         clusters=run.named_clusters(),
         problems=run.problems(),
-        summary=run.summary(),
+        summary=summary,
     )
 
 
@@ -194,10 +196,14 @@ def dedup_files(
     for path in paths:
         if Path(path).resolve().is_relative_to(target.resolve()):
             raise InputError(f"{path}: is inside --out {out}; write the output elsewhere")
-    spark = session(master)
+    spark = session(master)  # first: it says how to install pyspark if it is missing
+    from pyspark import StorageLevel
+
+    # Read (parsed and checked in Python) once: signing, verification and the outputs all
+    # take their records from here, not from the files again.
     records = read_files(
         spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding
-    )
+    ).persist(StorageLevel.MEMORY_AND_DISK)
     documents = records.select("doc", "id", "text", "problem", "fatal")
     created = not target.exists()
     try:
@@ -206,6 +212,7 @@ def dedup_files(
         fields = _fields(records, id_field, text_field)
         _check_names(fields, ("representative", "similarity"))
         dropped = run.dropped()
+        _step(records, "write")
         valid = records.filter("problem is null").join(run.not_kept(), "doc", "left_anti")
         kept = valid.join(dropped.select("doc"), "doc", "left_anti")
         _write_records(kept, fields, output_format, target / "kept", id_field, text_field)
@@ -230,7 +237,15 @@ def dedup_files(
             for child in target.iterdir():
                 shutil.rmtree(child) if child.is_dir() else child.unlink()
         raise
+    finally:
+        _step(records, None)
     return summary
+
+
+def _step(frame: DataFrame, name: str | None) -> None:
+    """Name the Spark jobs that follow after a step of the pipeline (Spark's UI and event
+    log show it), or no longer (None)."""
+    frame.sparkSession.sparkContext.setJobDescription(name and f"simindex {name}")
 
 
 class _Run:
@@ -267,6 +282,7 @@ class _Run:
             StorageLevel.MEMORY_AND_DISK
         )
         self._left_out = None
+        self._side = None
         self._pairs = None
         self._clusters = None
         self._counts: dict[str, int] = {}
@@ -286,6 +302,7 @@ class _Run:
             if policy not in ("fail", "skip"):
                 raise ParameterError(f"{name} must be 'fail' or 'skip', got {policy!r}")
         policies = {"fatal": "fail", **policies}  # a file that can't be read at all
+        _step(self.documents, "read + sign + check")
         first_copy = F.min("doc").over(Window.partitionBy("id"))
         kind = (
             F.when(F.col("fatal"), "fatal")
@@ -338,6 +355,7 @@ class _Run:
 
         if self._pairs is not None:
             return self._pairs
+        _step(self.documents, "band keys + candidates")
         compared = self.signed.join(self.left_out().select("doc"), "doc", "left_anti")
         keys = compared.select("doc", F.posexplode("band_keys").alias("band", "key"))
         buckets = (
@@ -367,6 +385,20 @@ class _Run:
         )
         self._counts["candidates"] = candidates.count()
         buckets.unpersist()
+        # What verification reads of a document (its signature, and text), for the documents
+        # of a candidate pair alone (every document of a cluster is one): made once, for the
+        # pairs and again for the similarities to the representatives.
+        ends = (
+            candidates.select(F.col("doc_a").alias("doc"))
+            .union(candidates.select(F.col("doc_b").alias("doc")))
+            .distinct()
+        )
+        side = self.signed.select("doc", "signature").join(ends, "doc", "left_semi")
+        if self.exact:  # the other texts are not shuffled
+            texts = self.documents.select("doc", "text").join(ends, "doc", "left_semi")
+            side = side.join(texts, "doc")
+        self._side = side.persist(StorageLevel.MEMORY_AND_DISK)
+        _step(self.documents, "verification")
         self._pairs = self._compare(candidates, self.threshold).persist(
             StorageLevel.MEMORY_AND_DISK
         )
@@ -375,14 +407,12 @@ class _Run:
         return self._pairs
 
     def _compare(self, pairs: DataFrame, threshold: float) -> DataFrame:
-        """stages.verify of (``doc_a``, ``doc_b``) pairs: those with similarity >=
-        ``threshold``, with ``estimated`` and ``exact`` (null unless ``exact``)."""
+        """stages.verify of (``doc_a``, ``doc_b``) pairs of candidates' documents: those
+        with similarity >= ``threshold``, with ``estimated`` and ``exact`` (null unless
+        ``exact``)."""
         from pyspark.sql import functions as F
 
-        side = self.signed.select("doc", "signature")
-        if self.exact:
-            texts = self.documents.select("doc", "text")
-            side = side.join(texts, "doc")
+        side = self._side
         joined = pairs
         for end in ("a", "b"):
             renamed = side.select([F.col(c).alias(f"{c}_{end}") for c in side.columns])
@@ -407,6 +437,7 @@ class _Run:
         if self._clusters is not None:
             return self._clusters
         pairs = self.pairs()
+        _step(self.documents, "components + representatives")
         labelled = components(pairs, max_driver_edges=self.max_driver_edges)
         if self.keep == "earliest":  # the smallest doc: what components labels
             chosen = labelled.withColumnRenamed("component", "representative")

@@ -14,7 +14,7 @@ means) and a recomputed partition numbers its documents alike.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from simindex.errors import InputError
@@ -51,10 +51,36 @@ def read_files(
     has only ``doc``, ``problem`` and ``fatal``), ``fatal`` (the file could not be read at all:
     never skipped, as in ``ingest``).
     """
-    from simindex.readers import DEFAULT_MAX_CHARS
+    return files(spark, paths).mapInArrow(
+        reader(
+            fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,
+            max_chars=max_chars,
+        ),
+        SCHEMA,
+    )  # fmt: skip
 
+
+def files(spark: SparkSession, paths: list[str]) -> DataFrame:
+    """``file`` (its position) and ``path`` of each input, one partition a file."""
     if len(paths) > MAX_FILES:
         raise InputError(f"{len(paths):,} input files are more than the {MAX_FILES:,} supported")
+    listed = spark.sparkContext.parallelize(list(enumerate(paths)), max(len(paths), 1))
+    return spark.createDataFrame(listed, "file long, path string")
+
+
+def reader(
+    *,
+    fmt: str = "auto",
+    id_field: str = "id",
+    text_field: str = "text",
+    encoding: str = "utf-8",
+    max_chars: int | None = None,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """A task's function from batches of :func:`files` to batches of documents (SCHEMA, as
+    :func:`read_files` describes them): to read in the same Python task that goes on with
+    the documents, without handing them to Spark in between."""
+    from simindex.readers import DEFAULT_MAX_CHARS
+
     options = {
         "fmt": fmt,
         "id_field": id_field,
@@ -62,8 +88,6 @@ def read_files(
         "encoding": encoding,
         "max_chars": DEFAULT_MAX_CHARS if max_chars is None else max_chars,
     }
-    files = spark.sparkContext.parallelize(list(enumerate(paths)), max(len(paths), 1))
-    frame = spark.createDataFrame(files, "file long, path string")
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -72,7 +96,7 @@ def read_files(
             ):
                 yield from _read_file(file, path, **options)
 
-    return frame.mapInArrow(read, SCHEMA)
+    return read
 
 
 def _read_file(file: int, path: str, **options) -> Iterator[pa.RecordBatch]:
