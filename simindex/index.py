@@ -63,8 +63,6 @@ from simindex.store import (
 # The pipeline's modules compile numba kernels: they load inside the methods that run them,
 # so commands that only read the database (stats, show, export) start without numba.
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from simindex.cluster import Rule
     from simindex.evaluate import CandidateEstimate, Evaluation
     from simindex.shingle import ShingleSets
@@ -479,9 +477,7 @@ class Index:
                 and self._store.dialect == "postgresql"
                 and self._store.max_document_id(connection) == 0,
             )
-            # Three threads: one reads (parses) batch k + 2 while another signs batch k + 1
-            # (the kernels release the GIL) and this one writes batch k.
-            batches = _ahead(list, iter(lambda: list(islice(iterator, batch_size)), []))
+            batches = iter(lambda: list(islice(iterator, batch_size)), [])
             verify = find_duplicates is not None and self.keep_text
             for batch in _ahead(lambda b: self._sign(b, max_chars, complete, verify), batches):
                 self._add_batch(connection, batch, call)
@@ -848,9 +844,7 @@ class Index:
             else:
                 self._store.delete_pairs(connection, banding_id)
             kept, pair_count = [], 0
-            # The pairs are inserted once verification is done: until then a worker thread
-            # reads the next chunk's documents on this connection (see _verify).
-            for chunk in list(self._verify(connection, doc_a, doc_b, threshold, text_bytes)):
+            for chunk in self._verify(connection, doc_a, doc_b, threshold, text_bytes):
                 self._store.insert_pairs(connection, banding_id, *chunk)
                 pair_count += chunk[0].size
                 if since is not None:  # incremental clusters absorb these pairs
@@ -886,44 +880,27 @@ class Index:
         text_bytes: int,
     ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
         """The candidate pairs with similarity >= threshold, in chunks of (doc_a, doc_b,
-        estimated, exact) whose documents hold about ``text_bytes`` of text.
-
-        A worker thread reads chunk k + 1's documents (and sizes the chunks) while chunk k
-        is compared: the database's time overlaps the kernels'. The caller must not use
-        ``connection`` until the iteration ends."""
-
-        def read(span: tuple[int, int]) -> tuple[int, int, pa.RecordBatch]:
-            lo, hi = span
-            return lo, hi, self._chunk_documents(connection, doc_a[lo:hi], doc_b[lo:hi])
-
-        spans = self._text_spans(connection, doc_a, doc_b, text_bytes)
-        for lo, hi, documents in _ahead(read, spans):
-            yield self._verify_chunk(documents, doc_a[lo:hi], doc_b[lo:hi], threshold)
-
-    def _chunk_documents(
-        self, connection: Connection, a: np.ndarray, b: np.ndarray
-    ) -> pa.RecordBatch:
-        """The documents of the pairs (a[i], b[i]) as stages.verify takes them."""
-        from simindex import stages
-        from simindex.minhash import unpack
-
-        ids = np.unique(np.concatenate((a, b)))
-        rows = self._store.documents_of(connection, ids)
-        return stages.documents_batch(
-            ids,
-            unpack([rows[int(i)][2] for i in ids], self.spec.num_perm),
-            [rows[int(i)][1] for i in ids] if self.keep_text else None,
-        )
+        estimated, exact) whose documents hold about ``text_bytes`` of text."""
+        for lo, hi in self._text_spans(connection, doc_a, doc_b, text_bytes):
+            yield self._verify_chunk(connection, doc_a[lo:hi], doc_b[lo:hi], threshold)
 
     def _verify_chunk(
-        self, documents: pa.RecordBatch, a: np.ndarray, b: np.ndarray, threshold: float
+        self, connection: Connection, a: np.ndarray, b: np.ndarray, threshold: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The pairs (a[i], b[i]) with similarity >= threshold: (doc_a, doc_b, estimated,
         exact), by stages.verify."""
         import pyarrow as pa
 
         from simindex import stages
+        from simindex.minhash import unpack
 
+        ids = np.unique(np.concatenate((a, b)))
+        rows = self._store.documents_of(connection, ids)
+        documents = stages.documents_batch(
+            ids,
+            unpack([rows[int(i)][2] for i in ids], self.spec.num_perm),
+            [rows[int(i)][1] for i in ids] if self.keep_text else None,
+        )
         pairs = pa.RecordBatch.from_pydict({"doc_a": a, "doc_b": b})
         found = stages.verify(pairs, documents, self.spec, threshold)
         return (
