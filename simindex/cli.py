@@ -903,24 +903,26 @@ def spark_dedup(
     """Write INPUT without its near-duplicates, on Spark: what `simindex dedup` keeps and
     drops, for corpora past one machine."""
     from simindex.spark.pipeline import dedup_files
+    from simindex.spark.session import job_errors
     from simindex.spec import SignatureSpec
 
-    summary = dedup_files(
-        expand_inputs(files),
-        str(out),
-        fmt=fmt.value,
-        id_field=id_field,
-        text_field=text_field,
-        encoding=encoding,
-        output_format=output_format.value,
-        master=master,
-        threshold=threshold,
-        keep=keep.value,
-        spec=SignatureSpec(scheme=scheme.value),
-        on_error=on_error.value,
-        on_empty=on_empty.value,
-        on_duplicate=on_duplicate.value,
-    )
+    with job_errors():
+        summary = dedup_files(
+            expand_inputs(files),
+            str(out),
+            fmt=fmt.value,
+            id_field=id_field,
+            text_field=text_field,
+            encoding=encoding,
+            output_format=output_format.value,
+            master=master,
+            threshold=threshold,
+            keep=keep.value,
+            spec=SignatureSpec(scheme=scheme.value),
+            on_error=on_error.value,
+            on_empty=on_empty.value,
+            on_duplicate=on_duplicate.value,
+        )
     left_out = [
         f"{count:,} {what}"
         for count, what in (
@@ -1516,17 +1518,19 @@ def spark_ingest(
     none): signed in the Spark tasks, loaded by COPY from each, moved into the index in one
     transaction. On an error nothing is added."""
     from simindex.spark.ingest import ingest_files
+    from simindex.spark.session import job_errors
 
     if db is None:
         raise ParameterError("give the PostgreSQL index with --db postgresql://user@host/database")
     paths = expand_inputs(files)
     _compile_once()
-    report = ingest_files(
-        paths, db, fmt=fmt.value, id_field=id_field, text_field=text_field, encoding=encoding,
-        master=master, max_chars=max_chars, schema=schema, lock_timeout=lock_timeout,
-        scheme=scheme.value if scheme else None, on_duplicate=on_duplicate.value,
-        on_empty=on_empty.value, on_error=on_error.value,
-    )  # fmt: skip
+    with job_errors():
+        report = ingest_files(
+            paths, db, fmt=fmt.value, id_field=id_field, text_field=text_field, encoding=encoding,
+            master=master, max_chars=max_chars, schema=schema, lock_timeout=lock_timeout,
+            scheme=scheme.value if scheme else None, on_duplicate=on_duplicate.value,
+            on_empty=on_empty.value, on_error=on_error.value,
+        )  # fmt: skip
     skipped = [
         f"{count:,} {what}"
         for count, what in (

@@ -13,6 +13,8 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from simindex.errors import SimindexError
@@ -93,3 +95,29 @@ def session(master: str | None = None, app_name: str = "simindex") -> SparkSessi
                 os.environ[name] = value
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+@contextmanager
+def job_errors() -> Iterator[None]:
+    """A Spark job that failed in the JVM (py4j's errors: an uncaught Java exception, a
+    JVM that died, e.g. of a java.lang.OutOfMemoryError, whose message can then no longer be
+    fetched) as one SimindexError, not py4j's chain of tracebacks. A task's Python error
+    keeps its traceback: that is simindex's to fix."""
+    try:
+        from py4j.protocol import Py4JError
+    except ImportError:  # no pyspark: session() says how to install it
+        yield
+        return
+    try:
+        yield
+    except Py4JError as error:
+        try:
+            detail = str(error).strip().splitlines()[0]
+        except Exception:  # the text lives in the JVM, which may be gone
+            detail = "the Java side stopped answering"
+        raise SimindexError(
+            f"the Spark job failed: {detail}. Spark's log above says why; a "
+            "java.lang.OutOfMemoryError there needs more memory (spark.driver.memory, e.g. "
+            "PYSPARK_SUBMIT_ARGS='--driver-memory 4g pyspark-shell') or smaller input files "
+            "(each file is read by one task)"
+        ) from None

@@ -27,3 +27,19 @@ def test_worker_environment_shares_the_drivers_numba_cache(monkeypatch) -> None:
     assert env["NUMBA_CACHE_DIR"] == "/somewhere/numba"
     assert env["NUMBA_NUM_THREADS"] == "1"
     assert env["PYSPARK_PYTHON"] == sys.executable
+
+
+def test_a_dead_jvm_is_one_error_naming_it() -> None:
+    import pytest
+    from py4j.protocol import Py4JNetworkError
+
+    from simindex.errors import SimindexError
+    from simindex.spark.session import job_errors
+
+    class Unreadable(Py4JNetworkError):
+        def __str__(self) -> str:  # as when the JVM that holds the message is gone
+            raise ConnectionRefusedError
+
+    with pytest.raises(SimindexError, match="the Java side stopped answering.*OutOfMemoryError"):
+        with job_errors():
+            raise Unreadable("gone")
