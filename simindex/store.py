@@ -471,11 +471,7 @@ class Store:
                 ids, external_ids, content_hashes, shingle_counts, texts, metadata_json,
                 ingested_at,
             )  # fmt: skip
-            cursor = connection.connection.dbapi_connection.cursor()
-            with cursor.copy(
-                f"COPY {table} ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)"
-            ) as copy:
-                copy.write(rows)
+            _copy_binary(connection, f"{table} ({', '.join(columns)})", rows)
             return
         stamp = ingested_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         rows = list(
@@ -1697,13 +1693,15 @@ def _signature_tuple(num_perm: int) -> np.dtype:
 
 
 def _copy_binary(
-    connection: Connection, target: str, tuples: np.ndarray, options: str = ""
+    connection: Connection, target: str, tuples: np.ndarray | bytes, options: str = ""
 ) -> None:
-    """COPY target FROM STDIN (FORMAT BINARY): the tuples laid out by numpy (a structured
-    array of field lengths and big-endian values), so no Python runs per row."""
+    """COPY target FROM STDIN (FORMAT BINARY) of the tuples: laid out by numpy (a structured
+    array of field lengths and big-endian values) or already as bytes, so no Python runs per
+    row here."""
+    data = tuples if isinstance(tuples, bytes) else tuples.tobytes()
     cursor = connection.connection.dbapi_connection.cursor()
     with cursor.copy(f"COPY {target} FROM STDIN (FORMAT BINARY{options})") as copy:
-        copy.write(_PG_BINARY_HEADER + tuples.tobytes() + _PG_BINARY_TRAILER)
+        copy.write(_PG_BINARY_HEADER + data + _PG_BINARY_TRAILER)
 
 
 def _document_tuples(
@@ -1715,7 +1713,7 @@ def _document_tuples(
     metadata_json: Sequence[str | None],
     ingested_at: datetime,
 ) -> bytes:
-    """Documents as COPY ... (FORMAT BINARY) data: the fixed-width fields of every row laid
+    """Documents as COPY ... (FORMAT BINARY) tuples: the fixed-width fields of every row laid
     out by numpy, the variable ones (UTF-8 text; jsonb is a version byte and the JSON text)
     joined between them by bytes.join, so no Python formats, escapes or parses a value."""
     n = len(external_ids)
@@ -1745,7 +1743,7 @@ def _document_tuples(
         itertools.repeat(tail.tobytes(), n),
         strict=True,
     )
-    return b"".join([_PG_BINARY_HEADER, *itertools.chain.from_iterable(fields), _PG_BINARY_TRAILER])
+    return b"".join(itertools.chain.from_iterable(fields))
 
 
 def _seconds(value: float | timedelta) -> str:
