@@ -12,8 +12,9 @@ records it, with the size and date of every kernel module and of numba: while th
 unchanged, and numba's cache files are still there, the answer is read from the stamp.
 
 Loading the first cached kernel sets up numba's CPU target, which probes for a BLAS by
-importing scipy.linalg when SciPy is installed (0.1-0.3 s, plus the NumPy submodules SciPy
-pulls in); no kernel uses a BLAS, so the CLI runs its commands under :func:`without_blas`.
+importing scipy.linalg when SciPy is installed (with the NumPy submodules SciPy pulls in:
+part of what benchmarks/bench_startup.py times); no kernel uses a BLAS, so the CLI runs its
+commands under :func:`without_blas`.
 """
 
 from __future__ import annotations
