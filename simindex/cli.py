@@ -21,7 +21,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -292,16 +292,21 @@ def _compile_once() -> None:
     err.print(f"Compiled in {time.perf_counter() - started:.0f} s")
 
 
-def user_errors(function: F) -> F:
-    """Print a SimindexError as one line and exit 1, without a traceback."""
+def user_errors(function: F, *, spark: bool = False) -> F:
+    """Print a SimindexError as one line and exit 1, without a traceback.
+
+    pyarrow imports pandas, where it is installed, on its first ``pa.array()`` (~0.4 s of CPU
+    and ~48 MiB of RSS per command); only the Spark commands need pandas, so the others run
+    without it (``spark=True`` keeps it)."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from simindex.kernels import without_blas
+        from simindex.kernels import without_blas, without_module
 
         application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
+        no_pandas = nullcontext() if spark else without_module("pandas")
         try:
-            with warnings.catch_warnings(), without_blas():
+            with warnings.catch_warnings(), without_blas(), no_pandas:
                 warnings.simplefilter("always", LowRecallWarning)  # every time, one line each
                 warnings.showwarning = _show_warning
                 return function(*args, **kwargs)
@@ -858,7 +863,7 @@ class SparkOutputFormat(StrEnum):
 
 
 @spark_app.command("dedup")
-@user_errors
+@functools.partial(user_errors, spark=True)
 def spark_dedup(
     files: Annotated[
         list[str],
@@ -1477,7 +1482,7 @@ def current(db: Db = None, schema: Schema = None) -> None:
 
 
 @spark_app.command("ingest")
-@user_errors
+@functools.partial(user_errors, spark=True)
 def spark_ingest(
     files: Annotated[
         list[str],

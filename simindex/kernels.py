@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.abc
 import importlib.util
 import json
 import os
@@ -120,23 +121,45 @@ def _write_stamp(stamp: dict[str, Any]) -> None:
         pass
 
 
-_BLAS_PROBE = "scipy.linalg.cython_blas"
+_BLAS_PROBE = "scipy.linalg"  # numba imports scipy.linalg.cython_blas to look for a BLAS
 
 
 @contextmanager
 def without_blas() -> Iterator[None]:
-    """numba, if it sets up its CPU target inside the block, finds no BLAS (a None entry in
-    sys.modules fails the probe's import at once); outside the block, the module imports as
-    usual. numba then compiles no BLAS call in this process, which no kernel makes."""
-    if _BLAS_PROBE in sys.modules:
+    """numba, if it sets up its CPU target inside the block, finds no BLAS (see
+    :func:`without_module`); numba then compiles no BLAS call in this process, which no kernel
+    makes."""
+    with without_module(_BLAS_PROBE):
+        yield
+
+
+class _Refuse(importlib.abc.MetaPathFinder):
+    """Fails the import of one package (and its submodules) before any file is read."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname == self.name or fullname.startswith(self.name + "."):
+            raise ModuleNotFoundError(f"{fullname} is not imported here", name=fullname)
+
+
+@contextmanager
+def without_module(name: str) -> Iterator[None]:
+    """Inside the block, importing ``name`` fails at once, so a library that imports it only
+    if it can (numba's BLAS probe, pyarrow's pandas support) carries on without it; outside
+    the block, the module imports as usual. A module already imported is left alone. (A
+    finder, not a None entry in sys.modules: Cython code such as pyarrow's takes such an
+    entry for the module itself.)"""
+    if name in sys.modules:
         yield
         return
-    sys.modules[_BLAS_PROBE] = None  # type: ignore[assignment]
+    finder = _Refuse(name)
+    sys.meta_path.insert(0, finder)
     try:
         yield
     finally:
-        if sys.modules.get(_BLAS_PROBE, _BLAS_PROBE) is None:
-            del sys.modules[_BLAS_PROBE]
+        sys.meta_path.remove(finder)
 
 
 def compile_kernels() -> None:

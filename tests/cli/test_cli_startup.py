@@ -1,7 +1,7 @@
 """A CLI that starts fast: --help loads neither numba, NumPy, SQLAlchemy, psycopg, pyarrow nor
 pyspark; a command that runs no kernel loads neither numba, pyarrow, psycopg (on SQLite) nor
-Alembic; one that runs kernels does not let numba import SciPy's linear algebra; and the first
-run after install says that it compiles the kernels (once)."""
+Alembic; one that runs kernels does not let numba import SciPy's linear algebra nor pyarrow
+import pandas; and the first run after install says that it compiles the kernels (once)."""
 
 from __future__ import annotations
 
@@ -119,21 +119,30 @@ def test_a_command_that_runs_no_kernel_loads_no_numba_psycopg_or_alembic(
     )
 
 
-def test_a_command_that_runs_kernels_spares_numba_its_blas_probe(tmp_path, news, stamped):
+@pytest.mark.parametrize("command", ["query", "ingest", "pairs"])
+def test_a_command_that_runs_kernels_spares_itself_scipy_and_pandas(
+    command, tmp_path, news, stamped
+):
     """With SciPy installed, numba's CPU target imports scipy.linalg to find a BLAS, which no
-    kernel uses: the CLI's commands run without it."""
+    kernel uses; with pandas installed, pyarrow imports it on its first array (0.4 s and
+    ~48 MiB), which no command but Spark's uses: the CLI's commands run without both."""
     pytest.importorskip("scipy")
+    pytest.importorskip("pandas")
     db = str(tmp_path / "news.db")
     with Index.create(db) as index:
         index.add(news[:10])
-    probe = PROBE.format(heavy=("numba", "scipy.linalg"))
+    new = tmp_path / "new.jsonl"
+    new.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t, _ in news[10:20]))
+    arguments = {"query": [news[0][1]], "ingest": [str(new)], "pairs": ["--full"]}[command]
+    probe = PROBE.format(heavy=("numba", "pyarrow", "scipy.linalg", "pandas"))
     result = subprocess.run(
-        [sys.executable, "-c", probe, "query", "--db", db, news[0][1]],
+        [sys.executable, "-c", probe, command, "--db", db, *arguments],
         capture_output=True,
         text=True,
         env=stamped,
     )
-    assert result.stdout.splitlines()[-2:] == ["exit status: 0", "heavy modules: numba"], (
+    loaded = "heavy modules: numba" + ("" if command == "query" else " pyarrow")
+    assert result.stdout.splitlines()[-2:] == ["exit status: 0", loaded], (
         result.stdout + result.stderr
     )
 
