@@ -1,3 +1,3 @@
-from simindex.cli import app
+from simindex.cli import run
 
-app(prog_name="simindex")
+run()

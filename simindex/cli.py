@@ -21,7 +21,7 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -295,18 +295,19 @@ def _compile_once() -> None:
 def user_errors(function: F, *, spark: bool = False) -> F:
     """Print a SimindexError as one line and exit 1, without a traceback.
 
+    Commands run without modules that libraries import only if they can and no command uses:
     pyarrow imports pandas, where it is installed, on its first ``pa.array()`` (~0.4 s of CPU
-    and ~48 MiB of RSS per command); only the Spark commands need pandas, so the others run
-    without it (``spark=True`` keeps it)."""
+    and ~48 MiB of RSS), which only the Spark commands need (``spark=True`` keeps it); Alembic's
+    templates (mako) import pygments to highlight their errors (~0.1 s)."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from simindex.kernels import without_blas, without_module
+        from simindex.kernels import without_blas, without_modules
 
         application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
-        no_pandas = nullcontext() if spark else without_module("pandas")
+        unused = ("pygments",) if spark else ("pygments", "pandas")
         try:
-            with warnings.catch_warnings(), without_blas(), no_pandas:
+            with warnings.catch_warnings(), without_blas(), without_modules(*unused):
                 warnings.simplefilter("always", LowRecallWarning)  # every time, one line each
                 warnings.showwarning = _show_warning
                 return function(*args, **kwargs)
@@ -1713,3 +1714,34 @@ def _progress(label: str) -> Iterator[Callable[[int], None]]:
     with Progress(*columns, console=err, transient=True) as progress:
         task = progress.add_task(label, total=None)
         yield lambda n: progress.advance(task, n)
+
+
+def run() -> None:
+    """The ``simindex`` command. Typer builds the options of every subcommand from its
+    signature on each run (about 0.1 s for all of them); only the one asked for is needed,
+    so the others are left out (a name that is no command keeps them all, for the usage
+    error and its suggestions)."""
+    wanted = _command_name(sys.argv[1:])
+    named = {_registered_name(c): c for c in app.registered_commands}
+    groups = {g.name: g for g in app.registered_groups}
+    if wanted in named:
+        app.registered_commands, app.registered_groups = [named[wanted]], []
+    elif wanted in groups:
+        app.registered_commands, app.registered_groups = [], [groups[wanted]]
+    app(prog_name="simindex")
+
+
+def _command_name(arguments: list[str]) -> str | None:
+    """The subcommand in a command line: the first word that is not a global option or its
+    value."""
+    words = iter(arguments)
+    for word in words:
+        if word in ("--db", "--schema"):
+            next(words, None)
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+def _registered_name(command: Any) -> str:
+    return command.name or typer.main.get_command_name(command.callback.__name__)

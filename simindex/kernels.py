@@ -127,34 +127,31 @@ _BLAS_PROBE = "scipy.linalg"  # numba imports scipy.linalg.cython_blas to look f
 @contextmanager
 def without_blas() -> Iterator[None]:
     """numba, if it sets up its CPU target inside the block, finds no BLAS (see
-    :func:`without_module`); numba then compiles no BLAS call in this process, which no kernel
+    :func:`without_modules`); numba then compiles no BLAS call in this process, which no kernel
     makes."""
-    with without_module(_BLAS_PROBE):
+    with without_modules(_BLAS_PROBE):
         yield
 
 
 class _Refuse(importlib.abc.MetaPathFinder):
-    """Fails the import of one package (and its submodules) before any file is read."""
+    """Fails the import of some packages (and their submodules) before any file is read."""
 
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, names: tuple[str, ...]) -> None:
+        self.names = names
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if fullname == self.name or fullname.startswith(self.name + "."):
+        if any(fullname == name or fullname.startswith(name + ".") for name in self.names):
             raise ModuleNotFoundError(f"{fullname} is not imported here", name=fullname)
 
 
 @contextmanager
-def without_module(name: str) -> Iterator[None]:
-    """Inside the block, importing ``name`` fails at once, so a library that imports it only
-    if it can (numba's BLAS probe, pyarrow's pandas support) carries on without it; outside
-    the block, the module imports as usual. A module already imported is left alone. (A
-    finder, not a None entry in sys.modules: Cython code such as pyarrow's takes such an
-    entry for the module itself.)"""
-    if name in sys.modules:
-        yield
-        return
-    finder = _Refuse(name)
+def without_modules(*names: str) -> Iterator[None]:
+    """Inside the block, importing one of ``names`` fails at once, so a library that imports
+    it only if it can (numba's BLAS probe, pyarrow's pandas support, mako's highlighting)
+    carries on without it; outside the block, the modules import as usual. Modules already
+    imported are left alone. (A finder, not a None entry in sys.modules: Cython code such as
+    pyarrow's takes such an entry for the module itself.)"""
+    finder = _Refuse(tuple(name for name in names if name not in sys.modules))
     sys.meta_path.insert(0, finder)
     try:
         yield

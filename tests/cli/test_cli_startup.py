@@ -194,3 +194,39 @@ def test_an_unwritable_cache_directory_only_costs_the_stamp(tmp_path, monkeypatc
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
     assert kernels.kernels_cached()
     assert not kernels._stamp_path().exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["stats", "--db", "x.db"], "stats"),
+        (["--db", "x.db", "stats"], "stats"),
+        (["--db=x.db", "--schema", "s", "db", "current"], "db"),
+        (["--version"], None),
+        ([], None),
+    ],
+)
+def test_the_entry_point_finds_the_subcommand(argv, expected):
+    assert cli._command_name(argv) == expected
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--db", "{db}", "stats"], "scheme     simindex-v2"),
+        (["db", "current", "--db", "{db}"], "simindex needs:"),
+        (["stat", "--db", "{db}"], "No such command 'stat'. Did you mean 'stats'?"),
+        (["--help"], "activate"),
+    ],
+)
+def test_the_entry_point_builds_only_the_command_asked_for(args, expected, tmp_path):
+    """`simindex` (the console script, simindex.cli:run) leaves the other commands out; a
+    global option before the command, a group and a typo still work."""
+    db = str(tmp_path / "i.db")
+    Index.create(db).close()
+    result = subprocess.run(
+        [sys.executable, "-m", "simindex", *(a.format(db=db) for a in args)],
+        capture_output=True,
+        text=True,
+    )
+    assert expected in result.stdout + result.stderr
