@@ -147,6 +147,21 @@ def test_a_command_that_runs_kernels_spares_itself_scipy_and_pandas(
     )
 
 
+def test_creating_an_index_spares_alembic_its_highlighting(tmp_path):
+    """Alembic's templates (mako) import pygments, where installed, to highlight their errors
+    (~0.1 s): `init` runs the migrations without it."""
+    pytest.importorskip("pygments")
+    probe = PROBE.format(heavy=("alembic", "pygments"))
+    result = subprocess.run(
+        [sys.executable, "-c", probe, "init", "--db", str(tmp_path / "new.db")],
+        capture_output=True,
+        text=True,
+    )
+    assert result.stdout.splitlines()[-2:] == ["exit status: 0", "heavy modules: alembic"], (
+        result.stdout + result.stderr
+    )
+
+
 def test_without_blas_lifts_its_block_when_it_ends():
     pytest.importorskip("scipy")
     code = (
