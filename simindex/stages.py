@@ -37,7 +37,7 @@ from simindex.verify import Profiles, compare
 
 # Bytes of text signed at a time: normalizing holds about ten bytes per byte of text (its
 # UTF-8 and UTF-32 forms, twice), so a batch of any size signs in bounded memory.
-SIGN_TEXT_BYTES = 2**20
+SIGN_TEXT_BYTES = 2**19
 # What :func:`verify` returns.
 VERIFIED = pa.schema(
     [

@@ -467,11 +467,19 @@ class Store:
                    "ingested_at"]  # fmt: skip
         metadata_json = [None if m is None else json.dumps(m) for m in metadata]
         if self.dialect == "postgresql":
-            rows = _document_tuples(
-                ids, external_ids, content_hashes, shingle_counts, texts, metadata_json,
-                ingested_at,
+            # Laid out a part at a time, each of about COPY_TEXT_CHARS of text.
+            sizes = np.fromiter((len(t or "") for t in texts), np.int64, len(texts))
+            part = (np.cumsum(sizes) - sizes) // COPY_TEXT_CHARS
+            bounds = [0, *(np.flatnonzero(np.diff(part)) + 1).tolist(), len(texts)]
+            rows = (
+                _document_tuples(
+                    ids[start:end], external_ids[start:end], content_hashes[start:end],
+                    shingle_counts[start:end], texts[start:end], metadata_json[start:end],
+                    ingested_at,
+                )
+                for start, end in itertools.pairwise(bounds)
             )  # fmt: skip
-            _copy_binary(connection, f"{table} ({', '.join(columns)})", rows)
+            _copy_binary(connection, f"{table} ({', '.join(columns)})", *rows)
             return
         stamp = ingested_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         rows = list(
@@ -1256,11 +1264,13 @@ def _named_pairs(banding_id: int) -> tuple[sa.Select, sa.ColumnElement, tuple]:
 # more rows than fit in the largest are sorted externally, by parallel workers too.
 BULK_INDEX_MEMORY = (256 * 2**20, 1024 * 2**20)
 BULK_INDEX_BYTES_PER_ROW = 80
+# Characters of text per part of a COPY of documents (each part is laid out, then sent).
+COPY_TEXT_CHARS = 2**20
 # Bytes of band keys a bulk load holds and sorts at a time (see BandKeyWriter); rows per
 # statement (one COPY, or one executemany on SQLite) that writes band keys; band-key rows per
 # SQLite INSERT (two bound parameters each): one statement of many rows binds and steps
 # several times faster than executemany's row after row.
-BULK_SORT_MEMORY = 32 * 2**20
+BULK_SORT_MEMORY = 8 * 2**20
 _WRITE_ROWS = 131_072
 _SQLITE_KEY_ROWS = 250
 
@@ -1775,7 +1785,7 @@ def _copy_band_keys(
     tuples["fields"] = 3
     tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 2, 8, 8
     tuples["band"], tuples["key"], tuples["document_id"] = band, key, document_id
-    _copy_binary(connection, f"{table} (band, key, document_id)", tuples, options)
+    _copy_binary(connection, f"{table} (band, key, document_id)", tuples, options=options)
 
 
 def _signature_tuple(num_perm: int) -> np.dtype:
@@ -1789,15 +1799,17 @@ def _signature_tuple(num_perm: int) -> np.dtype:
 
 
 def _copy_binary(
-    connection: Connection, target: str, tuples: np.ndarray | bytes, options: str = ""
+    connection: Connection, target: str, *tuples: np.ndarray | bytes, options: str = ""
 ) -> None:
-    """COPY target FROM STDIN (FORMAT BINARY) of the tuples: laid out by numpy (a structured
-    array of field lengths and big-endian values) or already as bytes, so no Python runs per
-    row here."""
-    data = tuples if isinstance(tuples, bytes) else tuples.tobytes()
+    """COPY target FROM STDIN (FORMAT BINARY) of the tuples, part after part (made as they
+    are sent when ``tuples`` is a generator): laid out by numpy (a structured array of field
+    lengths and big-endian values) or already as bytes, so no Python runs per row here."""
     cursor = connection.connection.dbapi_connection.cursor()
     with cursor.copy(f"COPY {target} FROM STDIN (FORMAT BINARY{options})") as copy:
-        copy.write(_PG_BINARY_HEADER + data + _PG_BINARY_TRAILER)
+        copy.write(_PG_BINARY_HEADER)
+        for part in tuples:
+            copy.write(part if isinstance(part, bytes) else part.tobytes())
+        copy.write(_PG_BINARY_TRAILER)
 
 
 def _document_tuples(
