@@ -1347,12 +1347,6 @@ class BandKeyWriter:
                 f"(banding_id DEFAULT {int(banding_id)}) FOR VALUES IN ({int(banding_id)})"
             )
 
-    @property
-    def sorts_at_finish(self) -> bool:
-        """Whether this is a bulk load, whose rows finish() puts in key order (spooled),
-        so the order of the batches costs nothing."""
-        return self._bulk
-
     def write(self, document_ids: np.ndarray, keys: np.ndarray) -> None:
         """Band keys of documents: ``keys`` is int64 of shape (len(document_ids), bands)."""
         ids = document_ids.astype(np.int64)
