@@ -479,7 +479,7 @@ class Store:
                 )
                 for start, end in itertools.pairwise(bounds)
             )  # fmt: skip
-            _copy_binary(connection, f"{table} ({', '.join(columns)})", *rows)
+            _copy_binary(connection, f"{table} ({', '.join(columns)})", rows)
             return
         stamp = ingested_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         rows = list(
@@ -520,7 +520,7 @@ class Store:
             tuples["fields"], tuples["id_len"], tuples["sig_len"] = 2, 8, packed.shape[1] * 4
             tuples["document_id"] = ids
             tuples["minhashes"] = packed.view(tuples.dtype["minhashes"]).reshape(-1)
-            _copy_binary(connection, f"{table} (document_id, minhashes)", tuples)
+            _copy_binary(connection, f"{table} (document_id, minhashes)", [tuples])
             return
         rows = zip(ids.tolist(), (row.tobytes() for row in packed), strict=True)
         self._bulk_insert(connection, table, ["document_id", "minhashes"], rows)
@@ -1779,7 +1779,7 @@ def _copy_band_keys(
     tuples["fields"] = 3
     tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 2, 8, 8
     tuples["band"], tuples["key"], tuples["document_id"] = band, key, document_id
-    _copy_binary(connection, f"{table} (band, key, document_id)", tuples, options=options)
+    _copy_binary(connection, f"{table} (band, key, document_id)", [tuples], options)
 
 
 def _signature_tuple(num_perm: int) -> np.dtype:
@@ -1793,15 +1793,18 @@ def _signature_tuple(num_perm: int) -> np.dtype:
 
 
 def _copy_binary(
-    connection: Connection, target: str, *tuples: np.ndarray | bytes, options: str = ""
+    connection: Connection,
+    target: str,
+    parts: Iterable[np.ndarray | bytes],
+    options: str = "",
 ) -> None:
-    """COPY target FROM STDIN (FORMAT BINARY) of the tuples, part after part (made as they
-    are sent when ``tuples`` is a generator): laid out by numpy (a structured array of field
+    """COPY target FROM STDIN (FORMAT BINARY) of tuples, part after part (each made as it is
+    sent when ``parts`` is a generator): laid out by numpy (a structured array of field
     lengths and big-endian values) or already as bytes, so no Python runs per row here."""
     cursor = connection.connection.dbapi_connection.cursor()
     with cursor.copy(f"COPY {target} FROM STDIN (FORMAT BINARY{options})") as copy:
         copy.write(_PG_BINARY_HEADER)
-        for part in tuples:
+        for part in parts:
             copy.write(part if isinstance(part, bytes) else part.tobytes())
         copy.write(_PG_BINARY_TRAILER)
 
