@@ -1222,22 +1222,20 @@ class Index:
         connection: Connection,
         bands: int,
         rows: int,
-        chosen: range | None = None,
         *,
         after: int = 0,
         chunk_size: int = 20_000,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Ids (ascending) of the documents above id ``after`` and their band keys for a
-        (bands x rows) banding (only the ``chosen`` bands), from their stored signatures."""
+        (bands x rows) banding, from their stored signatures."""
         from simindex.minhash import unpack
 
-        chosen = range(bands) if chosen is None else chosen
         ids = [np.empty(0, np.int64)]
-        keys = [np.empty((0, len(chosen)), np.int64)]
+        keys = [np.empty((0, bands), np.int64)]
         for chunk_ids, blobs in self._store.iter_signatures(connection, chunk_size, after):
             ids.append(chunk_ids)
             sigs = unpack(blobs, self.spec.num_perm)
-            keys.append(lsh.band_keys(sigs, bands, rows)[:, chosen.start : chosen.stop])
+            keys.append(lsh.band_keys(sigs, bands, rows))
         return np.concatenate(ids), np.concatenate(keys)
 
     def check(self) -> list[str]:
