@@ -4,8 +4,19 @@ The public names load on first use (PEP 562), so importing a light submodule (th
 ``--help``) does not load numba, NumPy or SQLAlchemy.
 """
 
+import os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
+
+# The parallel kernels run on numba's OpenMP threads, whose default is to spin for a while
+# after each parallel loop: between a batch's kernels they burned the CPU that the database
+# work (SQLite runs in this process) and the next batch needed, and a batch signed in parts
+# paid it per part. Set before OpenMP loads (a user's own setting wins).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# Arrow's buffers come and go batch by batch; its default allocator (mimalloc) kept ~12 MB of
+# freed ones resident through an ingest, the C library's returns them. Set before pyarrow
+# loads (a user's own setting, or a pyarrow loaded earlier, wins).
+os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 if TYPE_CHECKING:
     from simindex.banding import (

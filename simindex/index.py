@@ -68,15 +68,8 @@ if TYPE_CHECKING:
     from simindex.shingle import ShingleSets
     from simindex.verify import Profiles
 
-# Memory of reband()'s band keys when its writer is not a bulk load (a bulk load puts the
-# rows in key order itself, so reband streams): the fewest passes over the signatures that keep
-# n_documents * (bands_per_pass + REBAND_COPIES) * 8 bytes below this (two passes at 400k
-# documents x 42 bands); one band's key-ordered copies (argsort, band, keys, ids, the next
-# band's argsort) take REBAND_COPIES * 8 bytes per document however small the budget.
-REBAND_MEMORY = 96 * 2**20
-REBAND_COPIES = 6
-# Band key rows per write when reband streams (PostgreSQL): each row is copied ~8 times
-# (keys, sort, COPY tuples and buffer), ~30 MiB at this size.
+# Signatures per chunk of reband()'s one pass over them, times its bands: band key rows per
+# write to its bulk writer (which holds and sorts them in bounded memory: BandKeyWriter).
 REBAND_STREAM_ROWS = 200_000
 # Text (and signature) bytes of the documents of one verification chunk: its memory is a
 # small multiple of this (normalized code points, shingle hashes), whatever the pair count.
@@ -1176,7 +1169,6 @@ class Index:
         *,
         activate: bool = True,
         drop_old: bool = False,
-        chunk_size: int = 20_000,
     ) -> int:
         """Build a banding (bands x rows) from the stored signatures, in one transaction;
         readers keep using the active banding until it commits. Returns its id.
@@ -1190,15 +1182,12 @@ class Index:
             old = self._store.bandings(connection)
             banding_id = self._store.create_banding(connection, bands, rows)
             writer = self._store.band_key_writer(connection, banding_id, bulk=True)
-            if writer.sorts_at_finish:  # one pass: signatures stream through, chunk by chunk
-                from simindex.minhash import unpack
+            from simindex.minhash import unpack
 
-                per_chunk = max(1, REBAND_STREAM_ROWS // bands)
-                for ids, blobs in self._store.iter_signatures(connection, per_chunk):
-                    sigs = unpack(blobs, self.spec.num_perm)
-                    writer.write(ids, lsh.band_keys(sigs, bands, rows))
-            else:
-                self._write_in_key_order(connection, writer, bands, rows, chunk_size)
+            per_chunk = max(1, REBAND_STREAM_ROWS // bands)
+            for ids, blobs in self._store.iter_signatures(connection, per_chunk):
+                sigs = unpack(blobs, self.spec.num_perm)
+                writer.write(ids, lsh.band_keys(sigs, bands, rows))
             writer.finish()
             self._store.complete_banding(connection, banding_id)
             if activate:
@@ -1211,22 +1200,6 @@ class Index:
             with _database_errors(self._store):
                 self._store.drop_retired_bandings()
         return banding_id
-
-    def _write_in_key_order(
-        self, connection: Connection, writer: BandKeyWriter, bands: int, rows: int, chunk_size: int
-    ) -> None:
-        """The band keys of every stored signature, the whole banding in primary-key order:
-        the keys of a few bands of every document per pass over the signatures, then each
-        band's rows sorted by key."""
-        documents = self._store.document_count(connection)
-        per_pass = max(1, REBAND_MEMORY // max(1, 8 * documents) - REBAND_COPIES)
-        for first in range(0, bands, per_pass):
-            chosen = range(first, min(first + per_pass, bands))
-            ids, keys = self._stored_keys(connection, bands, rows, chosen, chunk_size=chunk_size)
-            for band, order in enumerate(
-                _ahead(lambda column: np.argsort(column, kind="stable"), keys.T), first
-            ):
-                writer.write_rows(np.full(ids.size, band), keys[order, band - first], ids[order])
 
     def activate(self, banding_id: int) -> None:
         """Make a complete banding (built by ``reband(..., activate=False)``) the active
@@ -1249,22 +1222,20 @@ class Index:
         connection: Connection,
         bands: int,
         rows: int,
-        chosen: range | None = None,
         *,
         after: int = 0,
         chunk_size: int = 20_000,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Ids (ascending) of the documents above id ``after`` and their band keys for a
-        (bands x rows) banding (only the ``chosen`` bands), from their stored signatures."""
+        (bands x rows) banding, from their stored signatures."""
         from simindex.minhash import unpack
 
-        chosen = range(bands) if chosen is None else chosen
         ids = [np.empty(0, np.int64)]
-        keys = [np.empty((0, len(chosen)), np.int64)]
+        keys = [np.empty((0, bands), np.int64)]
         for chunk_ids, blobs in self._store.iter_signatures(connection, chunk_size, after):
             ids.append(chunk_ids)
             sigs = unpack(blobs, self.spec.num_perm)
-            keys.append(lsh.band_keys(sigs, bands, rows)[:, chosen.start : chosen.stop])
+            keys.append(lsh.band_keys(sigs, bands, rows))
         return np.concatenate(ids), np.concatenate(keys)
 
     def check(self) -> list[str]:

@@ -12,6 +12,7 @@ candidates, verify) and adds no arithmetic of its own. No stage reads or writes 
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Mapping
 
@@ -34,6 +35,9 @@ from simindex.shingle import (
 from simindex.spec import SignatureSpec
 from simindex.verify import Profiles, compare
 
+# Bytes of text signed at a time: normalizing holds about ten bytes per byte of text (its
+# UTF-8 and UTF-32 forms, twice), so a batch of any size signs in bounded memory.
+SIGN_TEXT_BYTES = 2**19
 # What :func:`verify` returns.
 VERIFIED = pa.schema(
     [
@@ -75,8 +79,38 @@ def sign(
       ``id`` and ``problem``; an empty document (shingle count 0) has a null signature and
       null band keys.
     Raises InputError if a column is missing, of a type it can't be, or not valid UTF-8.
+    Signs SIGN_TEXT_BYTES of text at a time.
     """
     ids, texts = _documents(documents)
+    text_bytes = np.diff(_offsets(texts))
+    part = (np.cumsum(text_bytes) - text_bytes) // SIGN_TEXT_BYTES  # by where each text starts
+    bounds = [0, *(np.flatnonzero(np.diff(part)) + 1).tolist(), len(ids)]
+    return pa.concat_batches(
+        [
+            _sign_part(
+                documents.slice(start, end - start),
+                ids.slice(start, end - start),
+                texts.slice(start, end - start),
+                spec,
+                bandings,
+                max_chars,
+                shingles,
+            )
+            for start, end in itertools.pairwise(bounds)
+        ]
+    )
+
+
+def _sign_part(
+    documents: pa.RecordBatch,
+    ids: pa.Array,
+    texts: pa.Array,
+    spec: SignatureSpec,
+    bandings: Mapping[int, tuple[int, int]],
+    max_chars: int,
+    shingles: bool,
+) -> pa.RecordBatch:
+    """:func:`sign` of a batch whose id and text columns :func:`_documents` has read."""
     problems = _problems(ids, texts, documents, max_chars)
     valid = pc.is_null(problems)
     all_valid = problems.null_count == len(problems)

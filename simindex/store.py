@@ -467,9 +467,17 @@ class Store:
                    "ingested_at"]  # fmt: skip
         metadata_json = [None if m is None else json.dumps(m) for m in metadata]
         if self.dialect == "postgresql":
-            rows = _document_tuples(
-                ids, external_ids, content_hashes, shingle_counts, texts, metadata_json,
-                ingested_at,
+            # Laid out a part at a time, each of about COPY_TEXT_CHARS of text.
+            sizes = np.fromiter((len(t or "") for t in texts), np.int64, len(texts))
+            part = (np.cumsum(sizes) - sizes) // COPY_TEXT_CHARS
+            bounds = [0, *(np.flatnonzero(np.diff(part)) + 1).tolist(), len(texts)]
+            rows = (
+                _document_tuples(
+                    ids[start:end], external_ids[start:end], content_hashes[start:end],
+                    shingle_counts[start:end], texts[start:end], metadata_json[start:end],
+                    ingested_at,
+                )
+                for start, end in itertools.pairwise(bounds)
             )  # fmt: skip
             _copy_binary(connection, f"{table} ({', '.join(columns)})", rows)
             return
@@ -512,7 +520,7 @@ class Store:
             tuples["fields"], tuples["id_len"], tuples["sig_len"] = 2, 8, packed.shape[1] * 4
             tuples["document_id"] = ids
             tuples["minhashes"] = packed.view(tuples.dtype["minhashes"]).reshape(-1)
-            _copy_binary(connection, f"{table} (document_id, minhashes)", tuples)
+            _copy_binary(connection, f"{table} (document_id, minhashes)", [tuples])
             return
         rows = zip(ids.tolist(), (row.tobytes() for row in packed), strict=True)
         self._bulk_insert(connection, table, ["document_id", "minhashes"], rows)
@@ -1256,9 +1264,15 @@ def _named_pairs(banding_id: int) -> tuple[sa.Select, sa.ColumnElement, tuple]:
 # more rows than fit in the largest are sorted externally, by parallel workers too.
 BULK_INDEX_MEMORY = (256 * 2**20, 1024 * 2**20)
 BULK_INDEX_BYTES_PER_ROW = 80
-# Memory for the spooled band keys that a bulk load sorts at a time, and rows per COPY.
-BULK_SORT_MEMORY = 256 * 2**20
-_WRITE_ROWS = 2_000_000
+# Characters of text per part of a COPY of documents (each part is laid out, then sent).
+COPY_TEXT_CHARS = 2**20
+# Bytes of band keys a bulk load holds and sorts at a time (see BandKeyWriter); rows per
+# statement (one COPY, or one executemany on SQLite) that writes band keys; band-key rows per
+# SQLite INSERT (two bound parameters each): one statement of many rows binds and steps
+# several times faster than executemany's row after row.
+BULK_SORT_MEMORY = 8 * 2**20
+_WRITE_ROWS = 131_072
+_SQLITE_KEY_ROWS = 250
 
 
 def _key_rows(
@@ -1280,13 +1294,14 @@ class BandKeyWriter:
     """Writes the band keys of one banding, batch after batch; then :meth:`finish`.
 
     Rows go in in (band, key, document_id) order, the primary key's. When ``bulk`` is
-    allowed (no one reads the call's own keys before it ends), the keys are spooled to a
-    temporary file (only the ids stay in memory, 8 bytes a document) and finish() writes
-    the whole banding in that order, band by band, sorting at most BULK_SORT_MEMORY of keys
-    at a time: a B-tree then grows at its right edge only (SQLite), and an index build over
+    allowed (no one reads the call's own keys before it ends), the keys are held until
+    BULK_SORT_MEMORY bytes of them have arrived, then each band's rows are sorted and
+    spooled to a temporary file as a run; finish() merges the runs band by band and writes
+    the whole banding in that order, holding about BULK_SORT_MEMORY however large the
+    corpus: a B-tree then grows at its right edge only (SQLite), and an index build over
     sorted rows is a single pass (PostgreSQL's sort notices sorted input), several times
     faster than over rows sorted batch by batch. Without bulk, each batch goes in at once,
-    sorted.
+    sorted. Document ids must ascend from call to call (new documents get growing ids).
 
     On PostgreSQL, a banding whose partition does not exist yet (a first ingest, a re-band)
     is loaded, when ``bulk`` is allowed, into a new table without indexes, by COPY ...
@@ -1301,8 +1316,10 @@ class BandKeyWriter:
         self._table = "band_keys"
         self._new_table = False
         self._bulk = bulk
+        self._held: list[tuple[np.ndarray, np.ndarray]] = []  # (ids, keys) not yet spooled
+        self._held_bytes = 0
         self._spool: IO[bytes] | None = None
-        self._spooled_ids: list[np.ndarray] = []
+        self._runs: list[tuple[int, int]] = []  # (offset in the spool, rows per band)
         self._bands = 0
         self._rows = 0
         if store.dialect != "postgresql":
@@ -1330,48 +1347,57 @@ class BandKeyWriter:
                 f"(banding_id DEFAULT {int(banding_id)}) FOR VALUES IN ({int(banding_id)})"
             )
 
-    @property
-    def sorts_at_finish(self) -> bool:
-        """Whether this is a bulk load, whose rows finish() puts in key order (spooled),
-        so the order of the batches costs nothing."""
-        return self._bulk
-
     def write(self, document_ids: np.ndarray, keys: np.ndarray) -> None:
         """Band keys of documents: ``keys`` is int64 of shape (len(document_ids), bands)."""
         ids = document_ids.astype(np.int64)
         if not self._bulk:
             self.write_sorted(ids, keys)
             return
-        if self._spool is None:
-            self._spool = tempfile.TemporaryFile()
-        self._bands = keys.shape[1]
-        np.ascontiguousarray(keys, dtype=np.int64).tofile(self._spool)
-        self._spooled_ids.append(ids)
+        keys = np.array(keys, dtype=np.int64)  # its own copy: not a view keeping a batch
+        self._held.append((ids, keys))
+        self._held_bytes += ids.nbytes + keys.nbytes
+        if self._held_bytes >= BULK_SORT_MEMORY:
+            self._spool_run()
 
-    def write_sorted(self, ids: np.ndarray, keys: np.ndarray, first_band: int = 0) -> None:
-        """The rows of a key matrix (int64, (len(ids), bands); its columns are the bands
-        first_band, first_band + 1, ...) in primary-key order, given ``ids`` ascending:
-        each band's keys by a stable sort, so equal keys keep their ids in order."""
-        for column in range(keys.shape[1]):
-            order = np.argsort(keys[:, column], kind="stable")
-            band = np.full(ids.size, first_band + column, dtype=np.int64)
-            for start in range(0, ids.size, _WRITE_ROWS):
-                part = order[start : start + _WRITE_ROWS]
-                self.write_rows(band[: part.size], keys[part, column], ids[part])
+    def write_sorted(self, ids: np.ndarray, keys: np.ndarray) -> None:
+        """The rows of a key matrix (int64, (len(ids), bands)) in primary-key order, given
+        ``ids`` ascending: each band's keys by a stable sort, so equal keys keep their ids
+        in order."""
+        for band in range(keys.shape[1]):
+            order = np.argsort(keys[:, band], kind="stable")
+            self.write_rows(np.full(ids.size, band), keys[order, band], ids[order])
 
     def write_rows(self, band: np.ndarray, key: np.ndarray, document_id: np.ndarray) -> None:
-        """Rows (band, key, document_id), best in primary-key order (see the class)."""
+        """Rows (band, key, document_id), best in primary-key order (see the class), sent
+        _WRITE_ROWS at a time."""
         self._rows += band.shape[0]
-        if self._store.dialect == "postgresql":
-            freeze = ", FREEZE" if self._new_table else ""
-            _copy_band_keys(self._connection, self._table, band, key, document_id, freeze)
-            return
-        rows = zip(
-            itertools.repeat(self._banding_id), band.tolist(), key.tolist(), document_id.tolist()
-        )
-        self._store._bulk_insert(
-            self._connection, "band_keys", ["banding_id", "band", "key", "document_id"], rows
-        )
+        for start in range(0, band.shape[0], _WRITE_ROWS):
+            part = slice(start, start + _WRITE_ROWS)
+            if self._store.dialect == "postgresql":
+                freeze = ", FREEZE" if self._new_table else ""
+                _copy_band_keys(
+                    self._connection, self._table, band[part], key[part], document_id[part],
+                    freeze,
+                )  # fmt: skip
+            else:
+                self._insert_sqlite(band[part], key[part], document_id[part])
+
+    def _insert_sqlite(self, band: np.ndarray, key: np.ndarray, document_id: np.ndarray) -> None:
+        """Rows into SQLite's band_keys, _SQLITE_KEY_ROWS per INSERT, the banding and the
+        band written into the statement (one statement per band in the rows)."""
+        cursor = self._connection.connection.dbapi_connection.cursor()
+        rows = np.column_stack((key, document_id))
+        bounds = [0, *(np.flatnonzero(np.diff(band)) + 1).tolist(), band.shape[0]]
+        for start, end in itertools.pairwise(bounds):
+            values = f"({int(self._banding_id)}, {int(band[start])}, ?, ?)"
+            insert = "INSERT INTO band_keys (banding_id, band, key, document_id) VALUES "
+            whole = start + (end - start) // _SQLITE_KEY_ROWS * _SQLITE_KEY_ROWS
+            cursor.executemany(
+                insert + ", ".join([values] * _SQLITE_KEY_ROWS),
+                rows[start:whole].reshape(-1, 2 * _SQLITE_KEY_ROWS).tolist(),
+            )
+            cursor.executemany(insert + values, rows[whole:end].tolist())
+        cursor.close()
 
     def insert_staged(self, rows: str) -> None:
         """Band keys from a query of rows (band, key, document_id) in this database (staged
@@ -1386,8 +1412,10 @@ class BandKeyWriter:
         )
 
     def finish(self) -> None:
-        """Write the spooled keys (see the class); on PostgreSQL, index and attach a new
-        partition."""
+        """Write the held and spooled keys (see the class); on PostgreSQL, index and attach
+        a new partition."""
+        if self._held:
+            self._spool_run()
         if self._spool is not None:
             self._write_spooled()
         if not self._new_table:
@@ -1411,22 +1439,94 @@ class BandKeyWriter:
         run(f"ANALYZE {self._table}")
         self._new_table = False
 
+    def _spool_run(self) -> None:
+        """The held keys as a run: for each band, its keys sorted (stably: equal keys keep
+        their ids ascending), then their ids."""
+        ids = np.concatenate([i for i, _ in self._held])
+        bands = self._held[0][1].shape[1]
+        if self._spool is None:
+            self._spool = tempfile.TemporaryFile()
+        self._runs.append((self._spool.tell(), ids.size))
+        for band in range(bands):
+            column = np.concatenate([k[:, band] for _, k in self._held])
+            order = np.argsort(column, kind="stable")
+            column[order].tofile(self._spool)
+            ids[order].tofile(self._spool)
+        self._held, self._held_bytes, self._bands = [], 0, bands
+
     def _write_spooled(self) -> None:
-        """The spooled key matrix, as many bands at a time as BULK_SORT_MEMORY holds."""
+        """Each band's rows of every run, merged in (key, document_id) order (a k-way merge
+        of blocks, each run's block sized so that all of them fit BULK_SORT_MEMORY)."""
         spool, self._spool = self._spool, None
         assert spool is not None
         with spool:
-            ids = np.concatenate([np.empty(0, np.int64), *self._spooled_ids])
-            self._spooled_ids = []
-            if not ids.size:
-                return
             spool.flush()
-            keys = np.memmap(spool, dtype=np.int64, mode="r", shape=(ids.size, self._bands))
-            per_pass = max(1, BULK_SORT_MEMORY // (8 * ids.size))
-            for first in range(0, self._bands, per_pass):
-                chosen = np.array(keys[:, first : first + per_pass])
-                self.write_sorted(ids, chosen, first)
-            del keys
+            for band in range(self._bands):
+                runs = [_SpooledRun(spool, offset + band * 16 * rows, rows)
+                        for offset, rows in self._runs]  # fmt: skip
+                block = max(1, BULK_SORT_MEMORY // (64 * len(runs)))
+                while True:
+                    for run in runs:
+                        run.fill(block)
+                    open_runs = [run for run in runs if run.unread]
+                    if open_runs:
+                        # Rows up to the least last-read row of the runs not read to their end
+                        # are final: every row still unread in any run sorts after it.
+                        last = min(run.last for run in open_runs)
+                        taken = [run.take(*last) for run in runs]
+                    else:
+                        taken = [run.take() for run in runs]
+                    keys = np.concatenate([k for k, _ in taken])
+                    if not keys.size:
+                        break
+                    ids = np.concatenate([i for _, i in taken])
+                    order = np.argsort(keys, kind="stable")  # the runs are in id order
+                    self.write_rows(np.full(keys.size, band), keys[order], ids[order])
+        self._runs = []
+
+
+class _SpooledRun:
+    """One band of one sorted run in the spool of a BandKeyWriter: its keys, then its ids
+    (int64 each), read block by block."""
+
+    def __init__(self, spool: IO[bytes], offset: int, rows: int):
+        self._fd, self._offset, self._rows = spool.fileno(), offset, rows
+        self._read = 0
+        self._keys = self._ids = np.empty(0, np.int64)
+
+    @property
+    def unread(self) -> int:
+        return self._rows - self._read
+
+    @property
+    def last(self) -> tuple[int, int]:
+        """The (key, document_id) of the last row read."""
+        return int(self._keys[-1]), int(self._ids[-1])
+
+    def fill(self, block: int) -> None:
+        """Read another block of rows if fewer than ``block`` are waiting."""
+        if self._keys.size >= block or not self.unread:
+            return
+        count = min(block, self.unread)
+        keys, ids = (
+            np.frombuffer(os.pread(self._fd, 8 * count, start + 8 * self._read), np.int64)
+            for start in (self._offset, self._offset + 8 * self._rows)
+        )
+        self._keys = np.concatenate((self._keys, keys))
+        self._ids = np.concatenate((self._ids, ids))
+        self._read += count
+
+    def take(self, key: int | None = None, document_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """The waiting rows up to (key, document_id) inclusive (all of them if key is None),
+        removed from the run."""
+        count = self._keys.size
+        if key is not None:
+            low = int(np.searchsorted(self._keys, key, "left"))
+            high = int(np.searchsorted(self._keys, key, "right"))
+            count = low + int(np.searchsorted(self._ids[low:high], document_id, "right"))
+        taken = self._keys[:count], self._ids[:count]
+        self._keys, self._ids = self._keys[count:], self._ids[count:]
+        return taken
 
 
 _PG_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, extension length
@@ -1679,7 +1779,7 @@ def _copy_band_keys(
     tuples["fields"] = 3
     tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 2, 8, 8
     tuples["band"], tuples["key"], tuples["document_id"] = band, key, document_id
-    _copy_binary(connection, f"{table} (band, key, document_id)", tuples, options)
+    _copy_binary(connection, f"{table} (band, key, document_id)", [tuples], options)
 
 
 def _signature_tuple(num_perm: int) -> np.dtype:
@@ -1693,15 +1793,20 @@ def _signature_tuple(num_perm: int) -> np.dtype:
 
 
 def _copy_binary(
-    connection: Connection, target: str, tuples: np.ndarray | bytes, options: str = ""
+    connection: Connection,
+    target: str,
+    parts: Iterable[np.ndarray | bytes],
+    options: str = "",
 ) -> None:
-    """COPY target FROM STDIN (FORMAT BINARY) of the tuples: laid out by numpy (a structured
-    array of field lengths and big-endian values) or already as bytes, so no Python runs per
-    row here."""
-    data = tuples if isinstance(tuples, bytes) else tuples.tobytes()
+    """COPY target FROM STDIN (FORMAT BINARY) of tuples, part after part (each made as it is
+    sent when ``parts`` is a generator): laid out by numpy (a structured array of field
+    lengths and big-endian values) or already as bytes, so no Python runs per row here."""
     cursor = connection.connection.dbapi_connection.cursor()
     with cursor.copy(f"COPY {target} FROM STDIN (FORMAT BINARY{options})") as copy:
-        copy.write(_PG_BINARY_HEADER + data + _PG_BINARY_TRAILER)
+        copy.write(_PG_BINARY_HEADER)
+        for part in parts:
+            copy.write(part if isinstance(part, bytes) else part.tobytes())
+        copy.write(_PG_BINARY_TRAILER)
 
 
 def _document_tuples(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 
 import simindex.candidates
+import simindex.store
 from simindex import Index
 from simindex.index import _spans
 
@@ -68,3 +70,51 @@ def test_clusters_in_text_chunks_and_the_duplicates_dedup_drops(db_url, news, mo
         asked = [*members, *representatives, "n001-not-indexed"]
         assert index.clustered_duplicates(asked) == set(members)
     assert members and representatives
+
+
+def _rows(url: str, query: str) -> list[tuple]:
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        rows = connection.exec_driver_sql(query).all()
+    engine.dispose()
+    return [tuple(row) for row in rows]
+
+
+BAND_KEYS = "SELECT banding_id, band, key, document_id FROM band_keys ORDER BY 1, 2, 3, 4"
+DOCUMENTS = "SELECT id, external_id, content_hash, shingle_count, text FROM documents ORDER BY 1"
+
+
+def test_documents_and_band_keys_in_tiny_parts_go_in_sorted_and_whole(
+    db_url, news, tmp_path, monkeypatch
+):
+    other = f"sqlite:///{tmp_path / 'whole.db'}"
+    with Index.create(other, threshold=0.5) as index:
+        index.add(news, batch_size=7)
+        index.find_pairs()
+        expected_pairs = _stored(index)
+        index.reband(10, 3)
+    expected, documents = _rows(other, BAND_KEYS), _rows(other, DOCUMENTS)
+    written: list[np.ndarray] = []
+    write_rows = simindex.store.BandKeyWriter.write_rows
+
+    def spy(writer, band, key, document_id):
+        written.append(np.column_stack((band, key, document_id)))
+        write_rows(writer, band, key, document_id)
+
+    monkeypatch.setattr(simindex.store.BandKeyWriter, "write_rows", spy)
+    # Every batch is a run of its own, and the merge reads one row of each run at a time.
+    monkeypatch.setattr(simindex.store, "BULK_SORT_MEMORY", 1)
+    monkeypatch.setattr(simindex.store, "_WRITE_ROWS", 5)
+    monkeypatch.setattr(simindex.store, "COPY_TEXT_CHARS", 1)  # a COPY part per document
+    with Index.create(db_url, threshold=0.5) as index:
+        index.add(news, batch_size=7)
+        index.find_pairs()
+        assert _stored(index) == pytest.approx(expected_pairs, abs=1e-12)
+        ingested = np.concatenate(written)
+        written.clear()
+        index.reband(10, 3)
+    rebanded = np.concatenate(written)
+    assert _rows(db_url, BAND_KEYS) == expected and _rows(db_url, DOCUMENTS) == documents
+    assert len(ingested) + len(rebanded) == len(expected) and len(rebanded) == 100 * 10
+    for rows in (ingested, rebanded):  # each banding went in in primary-key order
+        assert np.array_equal(np.lexsort(rows.T[::-1]), np.arange(len(rows)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Callable
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -177,15 +178,7 @@ def test_sign_stage_marks_what_ingest_refuses(rows):
     """A row's problem is readers.document_problem's message (metadata JSON that doesn't
     parse has its own); its other columns are null, and the valid rows are signed as alone."""
     spec = SignatureSpec(num_perm=16)
-    documents = pa.RecordBatch.from_pydict(
-        {
-            "id": [r[0] for r in rows],
-            "text": [r[1] for r in rows],
-            "metadata": [r[2] for r in rows],
-        },
-        schema=pa.schema([("id", pa.string()), ("text", pa.string()), ("metadata", pa.string())]),
-    )
-    signed = stages.sign(documents, spec, {0: (4, 4)}, max_chars=40)
+    signed = stages.sign(_rows_batch(rows), spec, {0: (4, 4)}, max_chars=40)
     expected = []
     for external_id, text, extra in rows:
         try:
@@ -203,6 +196,35 @@ def test_sign_stage_marks_what_ingest_refuses(rows):
         assert all(column[i].as_py() is None for i, p in enumerate(problems) if p is not None)
     kept = signed.take(pa.array(valid, pa.int64()))
     assert_signed_like_library([rows[i][1] for i in valid], kept, spec, {0: (4, 4)})
+
+
+def _rows_batch(rows: list[tuple]) -> pa.RecordBatch:
+    """Documents of (id, text, metadata) rows."""
+    return pa.RecordBatch.from_pydict(
+        {
+            "id": [r[0] for r in rows],
+            "text": [r[1] for r in rows],
+            "metadata": [r[2] for r in rows],
+        },
+        schema=pa.schema([("id", pa.string()), ("text", pa.string()), ("metadata", pa.string())]),
+    )
+
+
+@PROPERTY_SETTINGS
+@given(
+    rows=st.lists(st.tuples(ids, problem_texts, metadata), max_size=8),
+    part_bytes=st.integers(min_value=1, max_value=12),
+    with_shingles=st.booleans(),
+)
+def test_sign_stage_in_parts_of_its_text_equals_it_whole(rows, part_bytes, with_shingles):
+    """The stage signs SIGN_TEXT_BYTES of text at a time: parts of any size give the batch
+    that signing it whole gives."""
+    spec = SignatureSpec(num_perm=16)
+    documents = _rows_batch(rows)
+    whole = stages.sign(documents, spec, {0: (4, 4)}, max_chars=40, shingles=with_shingles)
+    with mock.patch.object(stages, "SIGN_TEXT_BYTES", part_bytes):
+        parts = stages.sign(documents, spec, {0: (4, 4)}, max_chars=40, shingles=with_shingles)
+    assert parts.equals(whole)
 
 
 def test_sign_stage_takes_integer_ids_and_refuses_wrong_columns():
