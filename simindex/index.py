@@ -763,20 +763,21 @@ class Index:
         external ids, in the order of ``ids``."""
         return self._as_profiles(ids, self._store.documents_of(connection, ids))
 
-    def _bounded_profiles(
+    def _sample(
         self, connection: Connection, ids: np.ndarray
-    ) -> tuple[Profiles, list[str]]:
-        """Like :meth:`_profiles`, fetched and shingled in chunks of about VERIFY_TEXT_BYTES
-        of text, so only the shingle sets (not the texts' transient arrays) add up."""
-        from simindex.verify import Profiles
+    ) -> tuple[np.ndarray, list[str] | None, list[str]]:
+        """The stored signatures, texts (None when not kept) and external ids of document
+        ids, in their order, fetched in chunks of about VERIFY_TEXT_BYTES of text."""
+        from simindex.minhash import unpack
 
-        chunks = [
-            self._profiles(connection, ids[lo:hi])
-            for lo, hi in self._text_spans(connection, ids, ids, VERIFY_TEXT_BYTES)
-        ]
-        if not chunks:
-            return self._profiles(connection, ids)
-        return Profiles.join([p for p, _ in chunks]), [n for _, names in chunks for n in names]
+        signatures, texts, names = [np.empty((0, self.spec.num_perm), np.uint32)], [], []
+        for lo, hi in self._text_spans(connection, ids, ids, VERIFY_TEXT_BYTES):
+            rows = self._store.documents_of(connection, ids[lo:hi])
+            chunk = [rows[int(i)] for i in ids[lo:hi]]
+            signatures.append(unpack([row[2] for row in chunk], self.spec.num_perm))
+            texts.extend(row[1] or "" for row in chunk)
+            names.extend(row[0] for row in chunk)
+        return np.concatenate(signatures), texts if self.keep_text else None, names
 
     def _as_profiles(
         self, ids: np.ndarray, rows: dict[int, tuple[str, str | None, bytes]]
@@ -926,6 +927,8 @@ class Index:
         """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
         ``text_bytes`` of text (a signature counts as its bytes; one pair at least). A run
         of equal a[i] counts a's text once, so pairs sorted by a make fewer ranges."""
+        from simindex.verify import spans
+
         signature_bytes = 4 * self.spec.num_perm
         for start in range(0, a.size, SIZED_PAIRS):
             block_a, block_b = a[start : start + SIZED_PAIRS], b[start : start + SIZED_PAIRS]
@@ -936,7 +939,7 @@ class Index:
             first_of_a = np.r_[True, block_a[1:] != block_a[:-1]]
             cost = sizes[np.searchsorted(ids, block_b)]
             cost += sizes[np.searchsorted(ids, block_a)] * first_of_a
-            for lo, hi in _spans(np.cumsum(cost), text_bytes):
+            for lo, hi in spans(np.cumsum(cost), text_bytes):
                 yield start + lo, start + hi
 
     def pairs(self, threshold: float | None = None) -> Iterator[Pair]:
@@ -1338,9 +1341,11 @@ class Index:
             active = self._active_banding(connection)
             documents = self._store.document_count(connection)
             ids = self._store.sample_document_ids(connection, sample, seed)
-            profiles, names = self._bounded_profiles(connection, ids)
+            signatures, texts, names = self._sample(connection, ids)
         return evaluate_sample(
-            profiles,
+            signatures,
+            texts,
+            self.spec,
             names,
             documents=documents,
             bands=active["bands"],
@@ -1652,17 +1657,6 @@ def _expected_recall(banding: dict[str, Any], threshold: float, num_perm: int) -
 def _similarity(estimated: np.ndarray, exact: np.ndarray | None) -> np.ndarray:
     """The similarity reported: exact Jaccard when known, else the estimate."""
     return estimated if exact is None else exact
-
-
-def _spans(cumulative: np.ndarray, budget: int) -> Iterator[tuple[int, int]]:
-    """[lo, hi) ranges of items, each item's cost summed in ``cumulative``, that cost about
-    ``budget`` each (at least one item per range)."""
-    lo, total = 0, cumulative.shape[0]
-    while lo < total:
-        spent = cumulative[lo - 1] if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(cumulative, spent + budget, side="right")))
-        yield lo, hi
-        lo = hi
 
 
 def _concatenate_found(
