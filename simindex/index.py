@@ -81,6 +81,7 @@ REBAND_STREAM_ROWS = 200_000
 # Text (and signature) bytes of the documents of one verification chunk: its memory is a
 # small multiple of this (normalized code points, shingle hashes), whatever the pair count.
 VERIFY_TEXT_BYTES = 2**20
+SIGN_TEXT_CHARS = 2**20
 # Candidate pairs whose documents' text sizes are asked for in one query.
 SIZED_PAIRS = 25_000
 
@@ -513,12 +514,19 @@ class Index:
                 "text": pa.array(texts, pa.large_string()),
             }
         )
-        signed = stages.sign(
-            arrow,
-            self.spec,
-            {b["id"]: (b["bands"], b["rows"]) for b in bandings},
-            max_chars=max_chars,
-            shingles=verify,
+        from simindex.verify import spans
+
+        signed = pa.concat_batches(
+            [
+                stages.sign(
+                    arrow.slice(lo, hi - lo),
+                    self.spec,
+                    {b["id"]: (b["bands"], b["rows"]) for b in bandings},
+                    max_chars=max_chars,
+                    shingles=verify,
+                )
+                for lo, hi in spans(np.cumsum([len(text) for text in texts]), SIGN_TEXT_CHARS)
+            ]
         )
         sigs, counts = stages.signed_arrays(signed)
         return _Batch(
