@@ -78,7 +78,7 @@ def test_collect_merging_as_it_goes_finds_the_distinct_pairs(monkeypatch):
         members = np.concatenate([rng.choice(60, size, replace=False) for size in sizes])
         chunks.append((members, offsets))  # a bucket holds a document once
     once = simindex.candidates.collect(chunks)
-    monkeypatch.setattr(simindex.candidates, "MERGE_AT_LEAST", 7)
+    monkeypatch.setattr(simindex.candidates, "MERGE_PAIRS", 7)
     merged = simindex.candidates.collect(chunks)
     assert np.array_equal(once.doc_a, merged.doc_a) and np.array_equal(once.doc_b, merged.doc_b)
     expected = set()
