@@ -297,17 +297,20 @@ def user_errors(function: F, *, spark: bool = False) -> F:
 
     pyarrow imports pandas, where it is installed, on its first ``pa.array()`` (~0.4 s of CPU
     and ~48 MiB of RSS per command); only the Spark commands need pandas, so the others run
-    without it (``spark=True`` keeps it). They also take Arrow's buffers from the C heap
-    (unless ARROW_DEFAULT_MEMORY_POOL says otherwise): mimalloc, Arrow's default, kept ~30
-    MiB more of a batch's freed buffers at ingest's peak, at no gain in speed."""
+    without it (``spark=True`` keeps it). Unless the environment says otherwise, they also
+    take Arrow's buffers from the C heap (mimalloc, Arrow's default, kept ~20 MiB more of a
+    batch's freed buffers at ingest's peak, at no gain in speed), and the kernels' OpenMP
+    threads sleep between parallel loops instead of spinning (which cost ~0.3 s of CPU per
+    100,000 documents ingested, more on a busy machine)."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from simindex.kernels import without_blas, without_module
 
         application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
-        if not spark:  # read when Arrow first allocates
+        if not spark:  # read when Arrow first allocates, and when numba loads OpenMP
             os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+            os.environ.setdefault("OMP_WAIT_POLICY", "passive")
         no_pandas = nullcontext() if spark else without_module("pandas")
         try:
             with warnings.catch_warnings(), without_blas(), no_pandas:

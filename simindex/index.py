@@ -81,7 +81,9 @@ REBAND_STREAM_ROWS = 200_000
 # Text (and signature) bytes of the documents of one verification chunk: its memory is a
 # small multiple of this (normalized code points, shingle hashes), whatever the pair count.
 VERIFY_TEXT_BYTES = 2**20
-SIGN_TEXT_CHARS = 2**20
+# Text of a batch that add() reads and signs at once (~14 bytes of transient arrays a
+# character while it is signed; the next batch is read and signed while one is written).
+BATCH_TEXT_CHARS = 2**21
 # Candidate pairs whose documents' text sizes are asked for in one query.
 SIZED_PAIRS = 25_000
 
@@ -438,7 +440,8 @@ class Index:
     ) -> AddResult:
         """Add (external_id, text[, metadata]) documents, streaming, in one transaction.
 
-        Memory is bounded by ``batch_size``. An external id that is already indexed or
+        Memory is bounded by the batch: ``batch_size`` documents, or fewer that hold
+        BATCH_TEXT_CHARS of text. An external id that is already indexed or
         repeats within the call is an error (DuplicateIdError) unless ``on_duplicate`` is
         "skip" (the first copy wins) or "replace" (the last copy wins: the indexed document
         is deleted as by :meth:`delete` and the new one added under a new internal id, so the
@@ -478,7 +481,7 @@ class Index:
                 and self._store.dialect == "postgresql"
                 and self._store.max_document_id(connection) == 0,
             )
-            batches = iter(lambda: list(islice(iterator, batch_size)), [])
+            batches = _batches(iterator, batch_size, BATCH_TEXT_CHARS)
             verify = find_duplicates is not None and self.keep_text
             for batch in _ahead(lambda b: self._sign(b, max_chars, complete, verify), batches):
                 self._add_batch(connection, batch, call)
@@ -514,19 +517,12 @@ class Index:
                 "text": pa.array(texts, pa.large_string()),
             }
         )
-        from simindex.verify import spans
-
-        signed = pa.concat_batches(
-            [
-                stages.sign(
-                    arrow.slice(lo, hi - lo),
-                    self.spec,
-                    {b["id"]: (b["bands"], b["rows"]) for b in bandings},
-                    max_chars=max_chars,
-                    shingles=verify,
-                )
-                for lo, hi in spans(np.cumsum([len(text) for text in texts]), SIGN_TEXT_CHARS)
-            ]
+        signed = stages.sign(
+            arrow,
+            self.spec,
+            {b["id"]: (b["bands"], b["rows"]) for b in bandings},
+            max_chars=max_chars,
+            shingles=verify,
         )
         sigs, counts = stages.signed_arrays(signed)
         return _Batch(
@@ -1587,6 +1583,22 @@ def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any
         while (result := pending.result()) is not done:
             pending = worker.submit(produce)
             yield result
+
+
+def _batches(documents: Iterator[Document], size: int, text_chars: int) -> Iterator[list[Document]]:
+    """Lists of ``size`` documents, or fewer when their texts reach ``text_chars``
+    characters (one document at least)."""
+    batch: list[Document] = []
+    chars = 0
+    for document in documents:
+        batch.append(document)
+        text = document[1] if isinstance(document, tuple | list) and len(document) > 1 else None
+        chars += len(text) if isinstance(text, str) else 0
+        if len(batch) == size or chars >= text_chars:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
 
 
 def _duplicate_id_error(external_id: str, where: str) -> DuplicateIdError:

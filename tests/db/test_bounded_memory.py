@@ -36,15 +36,17 @@ def _signed(url: str) -> list[tuple]:
     return [(*row[:3], bytes(row[3]), *row[4:]) for row in rows]
 
 
-def test_signing_in_text_slices_stores_the_same_signatures(db_url, news, tmp_path, monkeypatch):
+def test_batches_cut_by_text_store_the_same_signatures(db_url, news, tmp_path, monkeypatch):
     whole = f"sqlite:///{tmp_path / 'whole.db'}"
     with Index.create(whole) as index:
-        index.add(news, batch_size=40)
-    monkeypatch.setattr("simindex.index.SIGN_TEXT_CHARS", 700)  # ~1-3 stories a slice
+        index.add(news)
+    monkeypatch.setattr("simindex.index.BATCH_TEXT_CHARS", 700)  # ~1-3 stories a batch
     with Index.create(db_url) as index:
-        index.add(news, batch_size=40)
+        batches = []
+        index.add(news, batch_size=40, progress=batches.append)
     expected = _signed(whole)
     assert _signed(db_url) == expected and len(expected) == 20 * len(news)
+    assert len(batches) > len(news) // 3 and max(batches) < 40
 
 
 def test_evaluate_shingling_in_text_chunks_measures_the_same(db_url, news, monkeypatch):
