@@ -247,6 +247,18 @@ class _Batch:
 
 
 @dataclass
+class _Verified:
+    """What :meth:`Index.find_pairs` verified: counts, and the pairs kept for an
+    incremental update of the clusters."""
+
+    candidates: int
+    hot_buckets: int
+    largest_bucket: int
+    pairs: int
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]
+
+
+@dataclass
 class _AddCall:
     """The options and running result of one :meth:`Index.add` call."""
 
@@ -839,42 +851,62 @@ class Index:
                 )
                 new_documents = int(added.size)
             buckets = self._store.iter_buckets(connection, banding_id, touching)
-            from simindex.candidates import collect
-
-            candidates = collect(buckets, max_bucket_size)
-            doc_a, doc_b = candidates.doc_a, candidates.doc_b
-            if since is not None:  # pairs of two older documents are stored already
-                new = doc_b > since
-                doc_a, doc_b = doc_a[new], doc_b[new]
-            else:
+            if since is None:
                 self._store.delete_pairs(connection, banding_id)
-            kept, pair_count = [], 0
-            for chunk in self._verify(connection, doc_a, doc_b, threshold, text_bytes):
-                self._store.insert_pairs(connection, banding_id, *chunk)
-                pair_count += chunk[0].size
-                if since is not None:  # incremental clusters absorb these pairs
-                    kept.append(chunk)
+            found = self._store_verified_pairs(
+                connection, banding_id, buckets, since, threshold, max_bucket_size, text_bytes
+            )
             self._store.update_banding(
                 connection, banding_id, pairs_threshold=threshold, pairs_through=newest
             )
-            self._update_clusters(connection, active, threshold, since, _concatenate_found(kept))
+            self._update_clusters(
+                connection, active, threshold, since, _concatenate_found(found.kept)
+            )
             stored = self._store.pair_count(connection, banding_id, threshold)
         return PairsReport(
             banding_id=banding_id,
             bands=active["bands"],
             rows=active["rows"],
             threshold=threshold,
-            candidates=int(doc_a.size),
-            pairs=pair_count,
+            candidates=found.candidates,
+            pairs=found.pairs,
             stored=stored,
-            hot_buckets=candidates.hot_buckets,
-            largest_bucket=candidates.largest_bucket,
+            hot_buckets=found.hot_buckets,
+            largest_bucket=found.largest_bucket,
             exact=self.keep_text,
             incremental=since is not None,
             new_documents=new_documents,
             expected_recall=recall,
             seconds=time.perf_counter() - started,
         )
+
+    def _store_verified_pairs(
+        self,
+        connection: Connection,
+        banding_id: int,
+        buckets: Iterable[tuple[np.ndarray, np.ndarray]],
+        since: int | None,
+        threshold: float,
+        max_bucket_size: int,
+        text_bytes: int,
+    ) -> _Verified:
+        """Collect the candidate pairs of ``buckets`` (only those with a document above id
+        ``since``, if given), verify and store them; the candidates are freed on return,
+        before the clusters are rebuilt."""
+        from simindex.candidates import collect
+
+        candidates = collect(buckets, max_bucket_size)
+        doc_a, doc_b = candidates.doc_a, candidates.doc_b
+        if since is not None:  # pairs of two older documents are stored already
+            new = doc_b > since
+            doc_a, doc_b = doc_a[new], doc_b[new]
+        found = _Verified(int(doc_a.size), candidates.hot_buckets, candidates.largest_bucket, 0, [])
+        for chunk in self._verify(connection, doc_a, doc_b, threshold, text_bytes):
+            self._store.insert_pairs(connection, banding_id, *chunk)
+            found.pairs += chunk[0].size
+            if since is not None:  # incremental clusters absorb these pairs
+                found.kept.append(chunk)
+        return found
 
     def _verify(
         self,
