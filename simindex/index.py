@@ -81,8 +81,8 @@ REBAND_STREAM_ROWS = 200_000
 # Text (and signature) bytes of the documents of one verification chunk: its memory is a
 # small multiple of this (normalized code points, shingle hashes), whatever the pair count.
 VERIFY_TEXT_BYTES = 2**20
-# Text of a batch that add() reads and signs at once (~14 bytes of transient arrays a
-# character while it is signed; the next batch is read and signed while one is written).
+# Characters of text at which add() ends a batch (~14 bytes of transient arrays a character
+# while it is signed; the next batch is read and signed while one is written).
 BATCH_TEXT_CHARS = 2**21
 # Candidate pairs whose documents' text sizes are asked for in one query.
 SIZED_PAIRS = 25_000
@@ -453,7 +453,7 @@ class Index:
         """Add (external_id, text[, metadata]) documents, streaming, in one transaction.
 
         Memory is bounded by the batch: ``batch_size`` documents, or fewer that hold
-        BATCH_TEXT_CHARS of text. An external id that is already indexed or
+        BATCH_TEXT_CHARS characters of text. An external id that is already indexed or
         repeats within the call is an error (DuplicateIdError) unless ``on_duplicate`` is
         "skip" (the first copy wins) or "replace" (the last copy wins: the indexed document
         is deleted as by :meth:`delete` and the new one added under a new internal id, so the
