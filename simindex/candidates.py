@@ -81,8 +81,6 @@ def _merge_chunks(
     )
     chunks_a.clear()
     chunks_b.clear()
-    if not doc_a.shape[0]:
-        return a, b
     merged_a = np.empty(doc_a.shape[0] + a.shape[0], np.int64)
     merged_b = np.empty_like(merged_a)
     n = _merge_distinct(doc_a, doc_b, a, b, merged_a, merged_b)
