@@ -16,9 +16,11 @@ import numpy as np
 from numba import njit
 
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
+from simindex.verify import spans
 
-# Pairs (with repeats) that collect() gathers before merging them into the distinct ones.
-MERGE_AT_LEAST = 1_000_000
+# Candidate pairs (with repeats) that collect() gathers before merging them into the distinct
+# ones: ~70 bytes each while they are sorted.
+MERGE_PAIRS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -40,30 +42,73 @@ def collect(
 ) -> Candidates:
     """Candidate pairs of (members, offsets) bucket chunks, deduplicated across buckets.
 
-    A pair recurs in every band its documents share; chunks are merged into the distinct
-    pairs found so far whenever they hold as many, so memory follows the distinct pairs
-    (a few times 16 bytes each), not the pairs with their repeats."""
+    A pair recurs in every band its documents share; every MERGE_PAIRS pairs of chunks are
+    sorted and merged into the distinct pairs found so far, so memory follows the distinct
+    pairs (16 bytes each, twice while a merge writes them), not the pairs with their repeats."""
     doc_a, doc_b = np.empty(0, np.int64), np.empty(0, np.int64)
     chunks_a: list[np.ndarray] = []
     chunks_b: list[np.ndarray] = []
     pending, hot, largest = 0, 0, 0
     for members, offsets in buckets:
-        a, b, chunk_hot = distinct_bucket_pairs(members, offsets, max_bucket_size)
-        hot += chunk_hot
-        if offsets.shape[0] > 1:
-            largest = max(largest, int(np.diff(offsets).max()))
-        chunks_a.append(a)
-        chunks_b.append(b)
-        pending += a.shape[0]
-        if pending >= max(doc_a.shape[0], MERGE_AT_LEAST):
-            doc_a, doc_b = unique_pairs(
-                np.concatenate((doc_a, *chunks_a)), np.concatenate((doc_b, *chunks_b))
+        sizes = np.diff(offsets)
+        if sizes.shape[0]:
+            largest = max(largest, int(sizes.max()))
+        # A chunk's buckets a few at a time, MERGE_PAIRS pairs at most (one bucket at least).
+        for lo, hi in spans(np.cumsum(_pair_counts(sizes, max_bucket_size)), MERGE_PAIRS):
+            a, b, some_hot = bucket_pairs(
+                members[offsets[lo] : offsets[hi]],
+                offsets[lo : hi + 1] - offsets[lo],
+                max_bucket_size,
             )
-            chunks_a, chunks_b, pending = [], [], 0
-    doc_a, doc_b = unique_pairs(
-        np.concatenate((doc_a, *chunks_a)), np.concatenate((doc_b, *chunks_b))
-    )
+            hot += some_hot
+            chunks_a.append(a)
+            chunks_b.append(b)
+            pending += a.shape[0]
+            if pending >= MERGE_PAIRS:
+                doc_a, doc_b = _merge_chunks(doc_a, doc_b, chunks_a, chunks_b)
+                pending = 0
+    doc_a, doc_b = _merge_chunks(doc_a, doc_b, chunks_a, chunks_b)
     return Candidates(doc_a, doc_b, hot, largest)
+
+
+def _merge_chunks(
+    doc_a: np.ndarray, doc_b: np.ndarray, chunks_a: list[np.ndarray], chunks_b: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct pairs (doc_a, doc_b) and the chunks' pairs, sorted; the chunk lists are
+    emptied."""
+    a, b = unique_pairs(
+        np.concatenate(chunks_a or [doc_a[:0]]), np.concatenate(chunks_b or [doc_b[:0]])
+    )
+    chunks_a.clear()
+    chunks_b.clear()
+    merged_a = np.empty(doc_a.shape[0] + a.shape[0], np.int64)
+    merged_b = np.empty_like(merged_a)
+    n = _merge_distinct(doc_a, doc_b, a, b, merged_a, merged_b)
+    return merged_a[:n], merged_b[:n]
+
+
+@njit(cache=True)
+def _merge_distinct(a1, b1, a2, b2, out_a, out_b):
+    """Merge two runs of distinct pairs sorted by (a, b) into out_a, out_b, each pair once;
+    returns how many were written."""
+    i = j = n = 0
+    while i < a1.shape[0] or j < a2.shape[0]:
+        if j == a2.shape[0]:
+            first = True
+        elif i == a1.shape[0]:
+            first = False
+        else:
+            first = a1[i] < a2[j] or (a1[i] == a2[j] and b1[i] <= b2[j])
+        if first:
+            out_a[n], out_b[n] = a1[i], b1[i]
+            if j < a2.shape[0] and a2[j] == a1[i] and b2[j] == b1[i]:
+                j += 1  # the same pair in both
+            i += 1
+        else:
+            out_a[n], out_b[n] = a2[j], b2[j]
+            j += 1
+        n += 1
+    return n
 
 
 def distinct_bucket_pairs(
@@ -112,13 +157,18 @@ def bucket_pairs(
     """
     sizes = np.diff(offsets)
     hot = sizes > max_bucket_size
-    counts = np.where(hot, sizes - 1, sizes * (sizes - 1) // 2)
+    counts = _pair_counts(sizes, max_bucket_size)
     starts = np.zeros(sizes.shape[0] + 1, dtype=np.int64)
     np.cumsum(counts, out=starts[1:])
     doc_a = np.empty(int(starts[-1]), dtype=np.int64)
     doc_b = np.empty_like(doc_a)
     _bucket_pairs_kernel(members.astype(np.int64), offsets, hot, starts, doc_a, doc_b)
     return doc_a, doc_b, int(hot.sum())
+
+
+def _pair_counts(sizes: np.ndarray, max_bucket_size: int) -> np.ndarray:
+    """How many pairs :func:`bucket_pairs` makes of buckets of these sizes."""
+    return np.where(sizes > max_bucket_size, sizes - 1, sizes * (sizes - 1) // 2)
 
 
 @njit(cache=True)

@@ -394,7 +394,11 @@ def ingest(
     text_field: TextField = "text",
     encoding: Encoding = "utf-8",
     batch_size: Annotated[
-        int, typer.Option(help="Documents per batch (bounds memory).")
+        int,
+        typer.Option(
+            help="Most documents per batch (a batch also ends at 2 million characters of "
+            "text): bounds memory."
+        ),
     ] = DEFAULT_BATCH_SIZE,
     on_duplicate: Annotated[
         DuplicatePolicy,

@@ -20,11 +20,16 @@ def components(doc_a: np.ndarray, doc_b: np.ndarray) -> tuple[np.ndarray, np.nda
     """Connected components of the graph with edges (doc_a[i], doc_b[i]).
 
     Returns (documents, component): every document on an edge (sorted, int64) and the
-    smallest document id of its component. Cost O(edges * alpha), memory O(documents).
+    smallest document id of its component. Cost O(edges * log), memory ~40 bytes an edge.
     """
-    documents, local = np.unique(np.concatenate((doc_a, doc_b)), return_inverse=True)
-    n_edges = doc_a.shape[0]
-    roots = _union_find(documents.shape[0], local[:n_edges], local[n_edges:])
+    ends = np.concatenate((doc_a, doc_b))
+    ends.sort()  # in place, then positions by binary search: no unique(return_inverse)'s
+    first = np.ones(ends.shape[0], dtype=bool)  # argsort and inverse arrays
+    first[1:] = ends[1:] != ends[:-1]
+    documents = ends[first]
+    del ends, first
+    local_a, local_b = np.searchsorted(documents, doc_a), np.searchsorted(documents, doc_b)
+    roots = _union_find(documents.shape[0], local_a, local_b)
     return documents, documents[roots]
 
 

@@ -14,7 +14,7 @@ candidate pairs a banding would make on the index's data, scaled up from a sampl
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,12 +24,15 @@ from numba import njit
 from simindex.banding import band_keys, candidate_probability
 from simindex.candidates import collect, group_keys
 from simindex.errors import ParameterError, SimindexError
-from simindex.exact import similar_pairs
+from simindex.exact import rank_tokens, similar_pairs
 from simindex.minhash import estimate_jaccard
-from simindex.verify import Profiles, compare
+from simindex.shingle import ShingleSets, normalize_batch, shingle_sets
+from simindex.spec import SignatureSpec
+from simindex.verify import Profiles, compare, spans
 
 BIN_WIDTH = 0.05
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95% intervals
+TEXT_CHARS = 2**18  # sample text shingled at a time (~40 bytes of transient arrays a character)
 
 
 @dataclass(frozen=True)
@@ -167,7 +170,9 @@ class Evaluation:
 
 
 def evaluate(
-    profiles: Profiles,
+    signatures: np.ndarray,
+    texts: Sequence[str] | None,
+    spec: SignatureSpec,
     external_ids: Sequence[str],
     *,
     documents: int,
@@ -177,19 +182,23 @@ def evaluate(
     floor: float,
     seed: int,
 ) -> Evaluation:
-    """Measure a banding (bands x rows) and verification at ``threshold`` on a sample:
-    ``profiles`` (stored signatures and shingle sets) of the sampled documents."""
+    """Measure a banding (bands x rows) and verification at ``threshold`` on a sample: the
+    stored signatures (uint32, (n, num_perm)) and texts (None when not kept) of the sampled
+    documents. The texts are shingled in chunks of TEXT_CHARS, twice (see
+    exact.rank_tokens), so the sample's shingles are held as int32 token ranks only."""
     _check_floor(floor, threshold)
-    if profiles.sets is None:
+    if texts is None:
         raise SimindexError(
             "evaluate needs stored text to compute exact Jaccard, and this index does not "
             "keep text (it was created with --no-keep-text)"
         )
-    count = len(profiles)
+    count = signatures.shape[0]
     if count < 2:
         raise SimindexError(f"evaluate needs at least two documents, the sample has {count}")
-    rows_a, rows_b, similarity = similar_pairs(profiles.sets, floor)
-    keys = band_keys(profiles.signatures, bands, rows)
+    ranked = rank_tokens(lambda: _shingled(texts, spec))
+    rows_a, rows_b, similarity = similar_pairs(ranked, floor)
+    profiles = Profiles(signatures, ranked.sets)
+    keys = band_keys(signatures, bands, rows)
     # No bucket counts as hot: this measures the banding itself (see docs/evaluation.md).
     found = collect([group_keys(keys, np.arange(count))], max_bucket_size=count)
     candidate_estimate, candidate_exact = compare(profiles, found.doc_a, found.doc_b)
@@ -202,16 +211,22 @@ def evaluate(
         threshold=threshold,
         bands=bands,
         rows=rows,
-        num_perm=profiles.signatures.shape[1],
+        num_perm=signatures.shape[1],
         pair_a=rows_a,
         pair_b=rows_b,
         pair_similarity=similarity,
-        pair_estimate=estimate_jaccard(profiles.signatures[rows_a], profiles.signatures[rows_b]),
+        pair_estimate=estimate_jaccard(signatures[rows_a], signatures[rows_b]),
         pair_is_candidate=is_candidate,
         candidate_similarity=candidate_exact,
         candidate_estimate=candidate_estimate,
         bins=similarity_bins(similarity, is_candidate, floor, bands, rows),
     )
+
+
+def _shingled(texts: Sequence[str], spec: SignatureSpec) -> Iterator[ShingleSets]:
+    """The shingle sets of ``texts``, in chunks of about TEXT_CHARS characters."""
+    for lo, hi in spans(np.cumsum([len(text) for text in texts]), TEXT_CHARS):
+        yield shingle_sets(normalize_batch(texts[lo:hi]), spec)
 
 
 def _check_floor(floor: float, threshold: float) -> None:

@@ -74,6 +74,9 @@ REBAND_STREAM_ROWS = 200_000
 # Text (and signature) bytes of the documents of one verification chunk: its memory is a
 # small multiple of this (normalized code points, shingle hashes), whatever the pair count.
 VERIFY_TEXT_BYTES = 2**20
+# Characters of text at which add() ends a batch (~14 bytes of transient arrays a character
+# while it is signed; the next batch is read and signed while one is written).
+BATCH_TEXT_CHARS = 2**21
 # Candidate pairs whose documents' text sizes are asked for in one query.
 SIZED_PAIRS = 25_000
 
@@ -234,6 +237,18 @@ class _Batch:
             signatures=self.signatures[index],
             keys={banding: keys[index] for banding, keys in self.keys.items()},
         )
+
+
+@dataclass
+class _Verified:
+    """What :meth:`Index.find_pairs` verified: counts, and the pairs kept for an
+    incremental update of the clusters."""
+
+    candidates: int
+    hot_buckets: int
+    largest_bucket: int
+    pairs: int
+    kept: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]
 
 
 @dataclass
@@ -430,7 +445,8 @@ class Index:
     ) -> AddResult:
         """Add (external_id, text[, metadata]) documents, streaming, in one transaction.
 
-        Memory is bounded by ``batch_size``. An external id that is already indexed or
+        Memory is bounded by the batch: ``batch_size`` documents, or fewer that hold
+        BATCH_TEXT_CHARS characters of text. An external id that is already indexed or
         repeats within the call is an error (DuplicateIdError) unless ``on_duplicate`` is
         "skip" (the first copy wins) or "replace" (the last copy wins: the indexed document
         is deleted as by :meth:`delete` and the new one added under a new internal id, so the
@@ -470,7 +486,7 @@ class Index:
                 and self._store.dialect == "postgresql"
                 and self._store.max_document_id(connection) == 0,
             )
-            batches = iter(lambda: list(islice(iterator, batch_size)), [])
+            batches = _batches(iterator, batch_size, BATCH_TEXT_CHARS)
             verify = find_duplicates is not None and self.keep_text
             for batch in _ahead(lambda b: self._sign(b, max_chars, complete, verify), batches):
                 self._add_batch(connection, batch, call)
@@ -756,20 +772,21 @@ class Index:
         external ids, in the order of ``ids``."""
         return self._as_profiles(ids, self._store.documents_of(connection, ids))
 
-    def _bounded_profiles(
+    def _sample(
         self, connection: Connection, ids: np.ndarray
-    ) -> tuple[Profiles, list[str]]:
-        """Like :meth:`_profiles`, fetched and shingled in chunks of about VERIFY_TEXT_BYTES
-        of text, so only the shingle sets (not the texts' transient arrays) add up."""
-        from simindex.verify import Profiles
+    ) -> tuple[np.ndarray, list[str] | None, list[str]]:
+        """The stored signatures, texts (None when not kept) and external ids of document
+        ids, in their order, fetched in chunks of about VERIFY_TEXT_BYTES of text."""
+        from simindex.minhash import unpack
 
-        chunks = [
-            self._profiles(connection, ids[lo:hi])
-            for lo, hi in self._text_spans(connection, ids, ids, VERIFY_TEXT_BYTES)
-        ]
-        if not chunks:
-            return self._profiles(connection, ids)
-        return Profiles.join([p for p, _ in chunks]), [n for _, names in chunks for n in names]
+        signatures, texts, names = [np.empty((0, self.spec.num_perm), np.uint32)], [], []
+        for lo, hi in self._text_spans(connection, ids, ids, VERIFY_TEXT_BYTES):
+            rows = self._store.documents_of(connection, ids[lo:hi])
+            chunk = [rows[int(i)] for i in ids[lo:hi]]
+            signatures.append(unpack([row[2] for row in chunk], self.spec.num_perm))
+            texts.extend(row[1] or "" for row in chunk)
+            names.extend(row[0] for row in chunk)
+        return np.concatenate(signatures), texts if self.keep_text else None, names
 
     def _as_profiles(
         self, ids: np.ndarray, rows: dict[int, tuple[str, str | None, bytes]]
@@ -827,42 +844,62 @@ class Index:
                 )
                 new_documents = int(added.size)
             buckets = self._store.iter_buckets(connection, banding_id, touching)
-            from simindex.candidates import collect
-
-            candidates = collect(buckets, max_bucket_size)
-            doc_a, doc_b = candidates.doc_a, candidates.doc_b
-            if since is not None:  # pairs of two older documents are stored already
-                new = doc_b > since
-                doc_a, doc_b = doc_a[new], doc_b[new]
-            else:
+            if since is None:
                 self._store.delete_pairs(connection, banding_id)
-            kept, pair_count = [], 0
-            for chunk in self._verify(connection, doc_a, doc_b, threshold, text_bytes):
-                self._store.insert_pairs(connection, banding_id, *chunk)
-                pair_count += chunk[0].size
-                if since is not None:  # incremental clusters absorb these pairs
-                    kept.append(chunk)
+            found = self._store_verified_pairs(
+                connection, banding_id, buckets, since, threshold, max_bucket_size, text_bytes
+            )
             self._store.update_banding(
                 connection, banding_id, pairs_threshold=threshold, pairs_through=newest
             )
-            self._update_clusters(connection, active, threshold, since, _concatenate_found(kept))
+            self._update_clusters(
+                connection, active, threshold, since, _concatenate_found(found.kept)
+            )
             stored = self._store.pair_count(connection, banding_id, threshold)
         return PairsReport(
             banding_id=banding_id,
             bands=active["bands"],
             rows=active["rows"],
             threshold=threshold,
-            candidates=int(doc_a.size),
-            pairs=pair_count,
+            candidates=found.candidates,
+            pairs=found.pairs,
             stored=stored,
-            hot_buckets=candidates.hot_buckets,
-            largest_bucket=candidates.largest_bucket,
+            hot_buckets=found.hot_buckets,
+            largest_bucket=found.largest_bucket,
             exact=self.keep_text,
             incremental=since is not None,
             new_documents=new_documents,
             expected_recall=recall,
             seconds=time.perf_counter() - started,
         )
+
+    def _store_verified_pairs(
+        self,
+        connection: Connection,
+        banding_id: int,
+        buckets: Iterable[tuple[np.ndarray, np.ndarray]],
+        since: int | None,
+        threshold: float,
+        max_bucket_size: int,
+        text_bytes: int,
+    ) -> _Verified:
+        """Collect the candidate pairs of ``buckets`` (only those with a document above id
+        ``since``, if given), verify and store them; the candidates are freed on return,
+        before the clusters are rebuilt."""
+        from simindex.candidates import collect
+
+        candidates = collect(buckets, max_bucket_size)
+        doc_a, doc_b = candidates.doc_a, candidates.doc_b
+        if since is not None:  # pairs of two older documents are stored already
+            new = doc_b > since
+            doc_a, doc_b = doc_a[new], doc_b[new]
+        found = _Verified(int(doc_a.size), candidates.hot_buckets, candidates.largest_bucket, 0, [])
+        for chunk in self._verify(connection, doc_a, doc_b, threshold, text_bytes):
+            self._store.insert_pairs(connection, banding_id, *chunk)
+            found.pairs += chunk[0].size
+            if since is not None:  # incremental clusters absorb these pairs
+                found.kept.append(chunk)
+        return found
 
     def _verify(
         self,
@@ -919,6 +956,8 @@ class Index:
         """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
         ``text_bytes`` of text (a signature counts as its bytes; one pair at least). A run
         of equal a[i] counts a's text once, so pairs sorted by a make fewer ranges."""
+        from simindex.verify import spans
+
         signature_bytes = 4 * self.spec.num_perm
         for start in range(0, a.size, SIZED_PAIRS):
             block_a, block_b = a[start : start + SIZED_PAIRS], b[start : start + SIZED_PAIRS]
@@ -929,7 +968,7 @@ class Index:
             first_of_a = np.r_[True, block_a[1:] != block_a[:-1]]
             cost = sizes[np.searchsorted(ids, block_b)]
             cost += sizes[np.searchsorted(ids, block_a)] * first_of_a
-            for lo, hi in _spans(np.cumsum(cost), text_bytes):
+            for lo, hi in spans(np.cumsum(cost), text_bytes):
                 yield start + lo, start + hi
 
     def pairs(self, threshold: float | None = None) -> Iterator[Pair]:
@@ -1309,9 +1348,11 @@ class Index:
             active = self._active_banding(connection)
             documents = self._store.document_count(connection)
             ids = self._store.sample_document_ids(connection, sample, seed)
-            profiles, names = self._bounded_profiles(connection, ids)
+            signatures, texts, names = self._sample(connection, ids)
         return evaluate_sample(
-            profiles,
+            signatures,
+            texts,
+            self.spec,
             names,
             documents=documents,
             bands=active["bands"],
@@ -1547,6 +1588,22 @@ def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any
             yield result
 
 
+def _batches(documents: Iterator[Document], size: int, text_chars: int) -> Iterator[list[Document]]:
+    """Lists of ``size`` documents, or fewer when their texts reach ``text_chars``
+    characters (one document at least)."""
+    batch: list[Document] = []
+    chars = 0
+    for document in documents:
+        batch.append(document)
+        text = document[1] if isinstance(document, tuple | list) and len(document) > 1 else None
+        chars += len(text) if isinstance(text, str) else 0
+        if len(batch) == size or chars >= text_chars:
+            yield batch
+            batch, chars = [], 0
+    if batch:
+        yield batch
+
+
 def _duplicate_id_error(external_id: str, where: str) -> DuplicateIdError:
     return DuplicateIdError(
         f"document id {external_id!r} {where}; pass --on-duplicate skip / "
@@ -1623,17 +1680,6 @@ def _expected_recall(banding: dict[str, Any], threshold: float, num_perm: int) -
 def _similarity(estimated: np.ndarray, exact: np.ndarray | None) -> np.ndarray:
     """The similarity reported: exact Jaccard when known, else the estimate."""
     return estimated if exact is None else exact
-
-
-def _spans(cumulative: np.ndarray, budget: int) -> Iterator[tuple[int, int]]:
-    """[lo, hi) ranges of items, each item's cost summed in ``cumulative``, that cost about
-    ``budget`` each (at least one item per range)."""
-    lo, total = 0, cumulative.shape[0]
-    while lo < total:
-        spent = cumulative[lo - 1] if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(cumulative, spent + budget, side="right")))
-        yield lo, hi
-        lo = hi
 
 
 def _concatenate_found(

@@ -547,19 +547,24 @@ class Store:
 
     def sample_document_ids(self, connection: Connection, size: int, seed: int) -> np.ndarray:
         """A uniform random sample of ``size`` document ids (all of them when there are no
-        more), sorted. Drawn by numpy from the sorted ids, so a seed names the same sample
-        on both backends (SQL's random() can't be seeded on SQLite)."""
+        more), sorted. Drawn by numpy as positions among the sorted ids, so a seed names the
+        same sample on both backends (SQL's random() can't be seeded on SQLite); the ids
+        stream past, only the sample's are kept."""
+        count = self.document_count(connection)
+        wanted = np.arange(count)
+        if count > size:
+            wanted = np.sort(np.random.default_rng(seed).choice(count, size, replace=False))
         streamed = {"stream_results": True, "yield_per": 100_000}
         result = connection.execute(
             select(documents.c.id).order_by(documents.c.id), execution_options=streamed
         )
-        ids = np.concatenate(
-            [np.empty(0, np.int64)]
-            + [_int_rows(rows, 1).reshape(-1) for rows in result.partitions()]
-        )
-        if ids.size <= size:
-            return ids
-        return np.sort(np.random.default_rng(seed).choice(ids, size, replace=False))
+        chosen, seen = [np.empty(0, np.int64)], 0
+        for rows in result.partitions():
+            ids = _int_rows(rows, 1).reshape(-1)
+            lo, hi = np.searchsorted(wanted, [seen, seen + ids.size])
+            chosen.append(ids[wanted[lo:hi] - seen])
+            seen += ids.size
+        return np.concatenate(chosen)
 
     def signatures_of(self, connection: Connection, ids: np.ndarray) -> dict[int, bytes]:
         among, params = self._among(ids.tolist(), "BIGINT")

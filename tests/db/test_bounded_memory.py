@@ -9,7 +9,7 @@ import sqlalchemy as sa
 import simindex.candidates
 import simindex.store
 from simindex import Index
-from simindex.index import _spans
+from simindex.verify import spans
 
 
 def _stored(index: Index) -> dict[tuple[str, str], float]:
@@ -18,10 +18,45 @@ def _stored(index: Index) -> dict[tuple[str, str], float]:
 
 def test_spans_cover_every_item_once_within_the_budget():
     cost = np.array([3, 1, 1, 5, 2, 2, 9, 1])
-    spans = list(_spans(np.cumsum(cost), 4))
-    assert spans == [(0, 2), (2, 3), (3, 4), (4, 6), (6, 7), (7, 8)]  # an item over: alone
-    assert list(_spans(np.cumsum(cost), 100)) == [(0, 8)]
-    assert list(_spans(np.empty(0, np.int64), 4)) == []
+    ranges = list(spans(np.cumsum(cost), 4))
+    assert ranges == [(0, 2), (2, 3), (3, 4), (4, 6), (6, 7), (7, 8)]  # an item over: alone
+    assert list(spans(np.cumsum(cost), 100)) == [(0, 8)]
+    assert list(spans(np.empty(0, np.int64), 4)) == []
+
+
+def _signed(url: str) -> list[tuple]:
+    """Every stored document's content hash, shingle count, signature and band keys."""
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            "SELECT d.external_id, d.content_hash, d.shingle_count, s.minhashes, k.band, k.key "
+            "FROM documents d JOIN signatures s ON s.document_id = d.id "
+            "JOIN band_keys k ON k.document_id = d.id ORDER BY d.id, k.band"
+        ).all()
+    engine.dispose()
+    return [(*row[:3], bytes(row[3]), *row[4:]) for row in rows]
+
+
+def test_batches_cut_by_text_store_the_same_signatures(db_url, news, tmp_path, monkeypatch):
+    whole = f"sqlite:///{tmp_path / 'whole.db'}"
+    with Index.create(whole) as index:
+        index.add(news)
+    monkeypatch.setattr("simindex.index.BATCH_TEXT_CHARS", 700)  # ~1-3 stories a batch
+    with Index.create(db_url) as index:
+        batches = []
+        index.add(news, batch_size=40, progress=batches.append)
+    expected = _signed(whole)
+    assert _signed(db_url) == expected and len(expected) == 20 * len(news)
+    assert len(batches) > len(news) // 3 and max(batches) < 40
+
+
+def test_evaluate_shingling_in_text_chunks_measures_the_same(db_url, news, monkeypatch):
+    with Index.create(db_url, threshold=0.5) as index:
+        index.add(news)
+        whole = index.evaluate(floor=0.3).to_dict()
+        monkeypatch.setattr("simindex.evaluate.TEXT_CHARS", 1)  # one story a chunk
+        assert index.evaluate(floor=0.3).to_dict() == whole
+    assert whole["exact_pairs"] >= 30
 
 
 def test_chunked_verification_stores_the_same_pairs(db_url, news, tmp_path):
@@ -46,7 +81,7 @@ def test_collect_merging_as_it_goes_finds_the_distinct_pairs(monkeypatch):
         members = np.concatenate([rng.choice(60, size, replace=False) for size in sizes])
         chunks.append((members, offsets))  # a bucket holds a document once
     once = simindex.candidates.collect(chunks)
-    monkeypatch.setattr(simindex.candidates, "MERGE_AT_LEAST", 7)
+    monkeypatch.setattr(simindex.candidates, "MERGE_PAIRS", 7)
     merged = simindex.candidates.collect(chunks)
     assert np.array_equal(once.doc_a, merged.doc_a) and np.array_equal(once.doc_b, merged.doc_b)
     expected = set()

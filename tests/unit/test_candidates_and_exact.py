@@ -4,7 +4,8 @@ import numpy as np
 
 from simindex import SignatureSpec, shingle_sets
 from simindex.candidates import bucket_pairs, collect, group_keys
-from simindex.exact import similar_pairs
+from simindex.exact import rank_tokens, similar_pairs
+from simindex.shingle import ShingleSets
 from simindex.verify import exact_jaccard
 
 
@@ -52,6 +53,41 @@ def test_exact_join_equals_brute_force():
             zip(rows_a[keep].tolist(), rows_b[keep].tolist())
         )
         assert np.allclose(np.sort(j), np.sort(jaccard[keep]))
+
+
+def test_ranked_tokens_in_chunks_keep_every_intersection_and_order_rarest_first():
+    rng = np.random.default_rng(5)
+    base = ["".join(rng.choice(list("abcdef"), size=rng.integers(0, 80))) for _ in range(40)]
+    texts = base + [t[::-1] for t in base[:20]] + base[:10]
+    sets = shingle_sets(texts, SignatureSpec(k=3))
+    whole = rank_tokens(lambda: [sets])
+    cuts = [0, 1, 17, 17, 50, len(texts)]  # an empty chunk too
+    chunked = rank_tokens(lambda: [sets.take(np.arange(lo, hi)) for lo, hi in zip(cuts, cuts[1:])])
+    assert whole.sets.hashes.dtype == np.int32
+    assert np.array_equal(chunked.sets.hashes, whole.sets.hashes)
+    assert np.array_equal(chunked.sets.offsets, sets.offsets)
+    assert (chunked.tokens, chunked.shared) == (whole.tokens, whole.shared)
+    hashes, in_sets = np.unique(sets.hashes, return_counts=True)
+    assert whole.tokens == hashes.size and whole.shared == int((in_sets == 1).sum())
+    frequency = np.bincount(whole.sets.hashes, minlength=whole.tokens)
+    assert np.all(np.diff(frequency) >= 0)  # rank order: rarest first
+    rows_a, rows_b = np.triu_indices(len(texts), 1)
+    jaccard = exact_jaccard(sets, rows_a, rows_b)
+    assert np.array_equal(exact_jaccard(whole.sets, rows_a, rows_b), jaccard)
+    for ranked in (whole, chunked):
+        a, b, j = similar_pairs(ranked, 0.4)
+        keep = jaccard >= 0.4
+        assert np.array_equal(a, rows_a[keep]) and np.array_equal(b, rows_b[keep])
+        assert np.array_equal(j, jaccard[keep])
+
+
+def test_ranks_past_one_set_per_token_are_all_shared():
+    sets = ShingleSets(np.array([1, 5, 9, 5, 7, 9], np.uint64), np.array([0, 3, 6]))
+    ranked = rank_tokens(lambda: [sets])
+    assert (ranked.tokens, ranked.shared) == (4, 2)  # 1 and 7 in one set; 5 and 9 in two
+    assert ranked.sets.hashes.tolist() == [0, 2, 3, 1, 2, 3]
+    a, b, j = similar_pairs(ranked, 0.5)
+    assert (a.tolist(), b.tolist(), j.tolist()) == ([0], [1], [0.5])
 
 
 def test_collect_keeps_ids_up_to_2_63_apart_distinct():
