@@ -488,7 +488,8 @@ def report(runs: list[dict]) -> str:
     lines += [
         "",
         f"Machine: {machine}. Command: `.venv/bin/python benchmarks/bench_scale.py "
-        "--sizes 100000 400000 4000000`, then `--report`.",
+        f"--sizes {' '.join(str(s) for s in sizes)}` (sizes may run one by one), then "
+        "`--report`.",
         "",
     ]
     return "\n".join(lines)
