@@ -672,7 +672,8 @@ def _fields(records: DataFrame, id_field: str, text_field: str) -> list[str]:
     """The input's field names in their order: the keys of its first thousand records (the
     CSV header for CSV), as ``simindex dedup`` finds them."""
     seen: dict[str, None] = {}
-    for row in records.filter("problem is null").select("record").limit(1000).collect():
+    first = records.filter("problem is null").orderBy("doc").select("record").limit(1000)
+    for row in first.collect():
         seen.update(dict.fromkeys(json.loads(row["record"])))
     return list(seen) or [id_field, text_field]
 
@@ -685,7 +686,7 @@ def _write_records(
     id_field: str,
     text_field: str,
 ) -> int:
-    """Write the records (their ``record`` JSON, plus ``representative`` and ``similarity``
+    """Write the records (their ``record`` JSON with ``text``, plus ``representative`` and ``similarity``
     when the frame has them) with simindex.writers, one file per partition, in input order
     within each; return how many."""
     directory.mkdir(parents=True, exist_ok=True)
@@ -701,10 +702,11 @@ def _write_records(
 
         def rows() -> Iterator[dict]:
             for batch in batches:
-                columns = [batch.column(c).to_pylist() for c in ("record", *extra)]
+                columns = [batch.column(c).to_pylist() for c in ("record", "text", *extra)]
                 for values in zip(*columns, strict=True):
                     record = json.loads(values[0])
-                    record.update(zip(extra, values[1:], strict=True))
+                    record[text_field] = values[1]
+                    record.update(zip(extra, values[2:], strict=True))
                     yield record
 
         path = os.path.join(folder, f"part-{TaskContext.get().partitionId():05d}.{suffix}")
@@ -713,7 +715,7 @@ def _write_records(
             Path(path).unlink(missing_ok=True)
         yield pa.RecordBatch.from_pydict({"count": [count]})
 
-    ordered = records.sortWithinPartitions("doc").select("record", *extra)
+    ordered = records.sortWithinPartitions("doc").select("record", "text", *extra)
     written = ordered.mapInArrow(write, "count long").agg({"count": "sum"}).first()[0]
     return int(written or 0)
 
