@@ -193,13 +193,14 @@ def _rss(pid: int) -> int:
 
 
 class TreeSampler(threading.Thread):
-    """Samples a process tree: peak RSS by role and in all, CPU ticks per process."""
+    """Samples a process tree: peak RSS by role and in all, CPU ticks and role per process."""
 
     def __init__(self, root: int):
         super().__init__(daemon=True)
         self.root, self.stop = root, threading.Event()
         self.peak = {"driver": 0, "jvm": 0, "workers": 0, "all": 0}
         self.ticks: dict[int, int] = {}
+        self.roles: dict[int, str] = {}
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -224,6 +225,7 @@ class TreeSampler(threading.Thread):
             role = _role(pid)  # not cached: a launcher script becomes the JVM (exec)
             if role in now:
                 now[role] += _rss(pid)
+                self.roles[pid] = role
             self.ticks[pid] = max(self.ticks.get(pid, 0), stats[pid][1])
         for role, value in now.items():
             self.peak[role] = max(self.peak[role], value)
@@ -251,6 +253,11 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> dict:
     return {
         "seconds": wall,
         "cpu_seconds": tree_ticks / TICK,
+        "cpu_by_role": {
+            role: sum(t for pid, t in sampler.ticks.items() if sampler.roles.get(pid) == role)
+            / TICK
+            for role in ("driver", "jvm", "workers")
+        },
         "peak_mib": {role: value / 2**20 for role, value in sampler.peak.items()},
         "foreign_cores": max(0.0, other / TICK / wall),
         "stdout": stdout,
@@ -424,18 +431,20 @@ def report(args: argparse.Namespace, results: dict, started: datetime, load: tup
         f"{args.seed}) in {args.shards} JSON-lines shards; threshold {THRESHOLD}, exact "
         "verification, text kept",
         "",
-        "| run | wall s | CPU s (tree) | CPU us/doc | peak MiB driver / JVM / workers / all "
-        "| other load (cores) |",
-        "|---|---:|---:|---:|---|---:|",
+        "| run | wall s | CPU s (tree) | CPU s driver / JVM / workers | CPU us/doc "
+        "| peak MiB driver / JVM / workers / all | other load (cores) |",
+        "|---|---:|---:|---|---:|---|---:|",
     ]
     for label, result in results.items():
         if not isinstance(result, dict) or "seconds" not in result:
             continue
-        peak = result["peak_mib"]
+        peak, cpu = result["peak_mib"], result["cpu_by_role"]
         lines.append(
             f"| {label} | {result['seconds']:.1f} | {result['cpu_seconds']:.1f} | "
-            f"{result['cpu_seconds'] / args.docs * 1e6:,.0f} | {peak['driver']:,.0f} / {peak['jvm']:,.0f} / {peak['workers']:,.0f} / "
-            f"{peak['all']:,.0f} | {result['foreign_cores']:.2f} |"
+            f"{cpu['driver']:.1f} / {cpu['jvm']:.1f} / {cpu['workers']:.1f} | "
+            f"{result['cpu_seconds'] / args.docs * 1e6:,.0f} | {peak['driver']:,.0f} / "
+            f"{peak['jvm']:,.0f} / {peak['workers']:,.0f} / {peak['all']:,.0f} | "
+            f"{result['foreign_cores']:.2f} |"
         )
     lines.append("")
     for label, result in results.items():
