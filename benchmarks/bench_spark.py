@@ -339,6 +339,7 @@ def bench(args: argparse.Namespace) -> dict:
     if "single" in args.only:
         print("single ...", flush=True)
         results["single"] = run_step("single", folder=str(folder), out=str(work))
+        announce(results["single"])
     for cores in (1, 2):
         label = f"local[{cores}]"
         if "spark-dedup" not in args.only:
@@ -353,6 +354,7 @@ def bench(args: argparse.Namespace) -> dict:
         result.update(spark_outputs(out_dir, label, str(work)))
         shutil.rmtree(out_dir)
         results[f"spark-dedup {label}"] = result
+        announce(result)
     if "ingest" in args.only:
         databases = {"pg-index": "bench_spark_index", "spark-ingest local[2]": "bench_spark_ingest"}
         urls = {k: pipeline.fresh_pg_database(args.pg_url, v) for k, v in databases.items()}
@@ -382,6 +384,12 @@ def bench(args: argparse.Namespace) -> dict:
                 pipeline.drop_pg_database(args.pg_url, name)
     results["identical"] = compare(work)
     return results
+
+
+def announce(result: dict) -> None:
+    """A finished step's figures, at once (a long run's log shows them before its end)."""
+    figures = {k: result[k] for k in ("seconds", "cpu_seconds", "cpu_by_role", "peak_mib")}
+    print(f"  {json.dumps(figures, default=round)}", flush=True)
 
 
 def index_digest(url: str) -> dict[str, str]:
