@@ -331,8 +331,9 @@ def simindex_command() -> list[str]:
 def bench(args: argparse.Namespace) -> dict:
     folder = shards(args.docs, args.shards, args.seed)
     work = DATA / f"bench_spark_{args.docs}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    if "single" in args.only:  # else compare with the single process of an earlier run
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     print(f"corpus: {folder}")
 
@@ -346,6 +347,8 @@ def bench(args: argparse.Namespace) -> dict:
             continue
         print(f"spark dedup {label} ...", flush=True)
         out_dir, log_dir = work / f"dedup_{cores}", work / f"events_dedup_{cores}"
+        for stale in (out_dir, log_dir):  # an earlier run's
+            shutil.rmtree(stale, ignore_errors=True)
         command = [*simindex_command(), "spark", "dedup", str(folder), "--out", str(out_dir),
                    "--master", label, "--threshold", str(THRESHOLD)]  # fmt: skip
         result = measure(command, spark_env(log_dir))

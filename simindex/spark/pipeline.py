@@ -47,6 +47,10 @@ SIGNED_SCHEMA = (
     "shingle_count long, signature binary, band_keys array<long>"
 )
 _VERIFIED = "doc_a long, doc_b long, estimated double, exact double"
+# CORPUS_SIZED: a table with a row per input record (the records, their signatures) persists
+# on disk, not in the JVM's heap: in memory (MEMORY_AND_DISK), the first stage of a
+# 1M-document run filled a 2 GB heap with them (java.lang.OutOfMemoryError) even in
+# partitions of 32 MiB of input, the cache's spilling notwithstanding.
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ def dedup(
     # An order key, persisted: monotonically_increasing_id() is the DataFrame's order (its
     # partition, then its row), but it is not stable if the frame were computed again.
     numbered = frame.withColumn("doc", F.monotonically_increasing_id()).persist(
-        StorageLevel.MEMORY_AND_DISK
+        StorageLevel.DISK_ONLY  # CORPUS_SIZED
     )
     documents = numbered.select(
         "doc", F.col(id_field).cast("string").alias("id"), F.col(text_field).alias("text")
@@ -200,10 +204,10 @@ def dedup_files(
     from pyspark import StorageLevel
 
     # Read (parsed and checked in Python) once: signing, verification and the outputs all
-    # take their records from here, not from the files again.
+    # take their records from here, not from the files again. On disk (CORPUS_SIZED).
     records = read_files(
         spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    ).persist(StorageLevel.DISK_ONLY)
     documents = records.select("doc", "id", "text", "problem", "fatal")
     created = not target.exists()
     try:
@@ -279,7 +283,7 @@ class _Run:
         self.max_bucket_size, self.max_driver_edges = max_bucket_size, max_driver_edges
         self.documents = documents
         self.signed = sign(documents, self.spec, self.bands, self.rows).persist(
-            StorageLevel.MEMORY_AND_DISK
+            StorageLevel.DISK_ONLY  # CORPUS_SIZED
         )
         self._left_out = None
         self._side = None
