@@ -47,10 +47,10 @@ SIGNED_SCHEMA = (
     "shingle_count long, signature binary, band_keys array<long>"
 )
 _VERIFIED = "doc_a long, doc_b long, estimated double, exact double"
-# CORPUS_SIZED: a table with a row per input record (the records, their signatures) persists
-# on disk, not in the JVM's heap: in memory (MEMORY_AND_DISK), the first stage of a
-# 1M-document run filled a 2 GB heap with them (java.lang.OutOfMemoryError) even in
-# partitions of 32 MiB of input, the cache's spilling notwithstanding.
+# CORPUS_SIZED: a table with a row per input record (the records, their signatures) or per
+# candidate's document (with its text) persists on disk, not in the JVM's heap: in memory
+# (MEMORY_AND_DISK), a 1M-document run filled a 2 GB heap with the first two and a 1 GB
+# heap with the third (java.lang.OutOfMemoryError), the cache's spilling notwithstanding.
 
 
 @dataclass(frozen=True)
@@ -401,7 +401,7 @@ class _Run:
         if self.exact:  # the other texts are not shuffled
             texts = self.documents.select("doc", "text").join(ends, "doc", "left_semi")
             side = side.join(texts, "doc")
-        self._side = side.persist(StorageLevel.MEMORY_AND_DISK)
+        self._side = side.persist(StorageLevel.DISK_ONLY)  # CORPUS_SIZED
         _step(self.documents, "verification")
         self._pairs = self._compare(candidates, self.threshold).persist(
             StorageLevel.MEMORY_AND_DISK
