@@ -690,9 +690,9 @@ def _write_records(
     id_field: str,
     text_field: str,
 ) -> int:
-    """Write the records (their ``record`` JSON with ``text``, plus ``representative`` and ``similarity``
-    when the frame has them) with simindex.writers, one file per partition, in input order
-    within each; return how many."""
+    """Write the records (their ``record`` JSON with ``text``, plus ``representative`` and
+    ``similarity`` when the frame has them) with simindex.writers, one file per partition,
+    in input order within each; return how many."""
     directory.mkdir(parents=True, exist_ok=True)
     extra = [c for c in ("representative", "similarity") if c in records.columns]
     folder = str(directory)
