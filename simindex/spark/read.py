@@ -9,9 +9,10 @@ the record.
 A task reads a part of SPLIT_BYTES of an uncompressed JSON-lines or id<TAB>text file in
 UTF-8 (readers.span_size), or a whole file of another kind: a compressed file can't be
 entered in the middle, a CSV field may hold a line break, and a Parquet file is read by
-its own reader, whole (its row groups could be shared out; they are not). The line numbers of a file's parts come from one pass that counts each part's lines,
-so a message names the file and line as for a file read whole. The records of a whole file
-that may hold more than SPLIT_BYTES of text are spread over partitions right after reading
+its own reader, whole (its row groups could be shared out; they are not). The line
+numbers of a file's parts come from one pass that counts each part's lines, so a message
+names the file and line as for a file read whole. The records of a whole file that may
+hold more than SPLIT_BYTES of text are spread over partitions right after reading
 (:func:`read_files`), so no partition has to hold a large file's records.
 
 Every document gets a number, ``doc``: its file's position among the inputs times 2^40 plus
