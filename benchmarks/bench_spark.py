@@ -193,13 +193,14 @@ def _rss(pid: int) -> int:
 
 
 class TreeSampler(threading.Thread):
-    """Samples a process tree: peak RSS by role and in all, CPU ticks per process."""
+    """Samples a process tree: peak RSS by role and in all, CPU ticks and role per process."""
 
     def __init__(self, root: int):
         super().__init__(daemon=True)
         self.root, self.stop = root, threading.Event()
         self.peak = {"driver": 0, "jvm": 0, "workers": 0, "all": 0}
         self.ticks: dict[int, int] = {}
+        self.roles: dict[int, str] = {}
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -224,6 +225,7 @@ class TreeSampler(threading.Thread):
             role = _role(pid)  # not cached: a launcher script becomes the JVM (exec)
             if role in now:
                 now[role] += _rss(pid)
+                self.roles[pid] = role
             self.ticks[pid] = max(self.ticks.get(pid, 0), stats[pid][1])
         for role, value in now.items():
             self.peak[role] = max(self.peak[role], value)
@@ -251,6 +253,11 @@ def measure(command: list[str], env: dict[str, str] | None = None) -> dict:
     return {
         "seconds": wall,
         "cpu_seconds": tree_ticks / TICK,
+        "cpu_by_role": {
+            role: sum(t for pid, t in sampler.ticks.items() if sampler.roles.get(pid) == role)
+            / TICK
+            for role in ("driver", "jvm", "workers")
+        },
         "peak_mib": {role: value / 2**20 for role, value in sampler.peak.items()},
         "foreign_cores": max(0.0, other / TICK / wall),
         "stdout": stdout,
@@ -324,20 +331,24 @@ def simindex_command() -> list[str]:
 def bench(args: argparse.Namespace) -> dict:
     folder = shards(args.docs, args.shards, args.seed)
     work = DATA / f"bench_spark_{args.docs}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    if "single" in args.only:  # else compare with the single process of an earlier run
+        shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True, exist_ok=True)
     results: dict[str, dict] = {}
     print(f"corpus: {folder}")
 
     if "single" in args.only:
         print("single ...", flush=True)
         results["single"] = run_step("single", folder=str(folder), out=str(work))
+        announce(results["single"])
     for cores in (1, 2):
         label = f"local[{cores}]"
         if "spark-dedup" not in args.only:
             continue
         print(f"spark dedup {label} ...", flush=True)
         out_dir, log_dir = work / f"dedup_{cores}", work / f"events_dedup_{cores}"
+        for stale in (out_dir, log_dir):  # an earlier run's
+            shutil.rmtree(stale, ignore_errors=True)
         command = [*simindex_command(), "spark", "dedup", str(folder), "--out", str(out_dir),
                    "--master", label, "--threshold", str(THRESHOLD)]  # fmt: skip
         result = measure(command, spark_env(log_dir))
@@ -346,6 +357,7 @@ def bench(args: argparse.Namespace) -> dict:
         result.update(spark_outputs(out_dir, label, str(work)))
         shutil.rmtree(out_dir)
         results[f"spark-dedup {label}"] = result
+        announce(result)
     if "ingest" in args.only:
         databases = {"pg-index": "bench_spark_index", "spark-ingest local[2]": "bench_spark_ingest"}
         urls = {k: pipeline.fresh_pg_database(args.pg_url, v) for k, v in databases.items()}
@@ -375,6 +387,12 @@ def bench(args: argparse.Namespace) -> dict:
                 pipeline.drop_pg_database(args.pg_url, name)
     results["identical"] = compare(work)
     return results
+
+
+def announce(result: dict) -> None:
+    """A finished step's figures, at once (a long run's log shows them before its end)."""
+    figures = {k: result[k] for k in ("seconds", "cpu_seconds", "cpu_by_role", "peak_mib")}
+    print(f"  {json.dumps(figures, default=round)}", flush=True)
 
 
 def index_digest(url: str) -> dict[str, str]:
@@ -424,18 +442,20 @@ def report(args: argparse.Namespace, results: dict, started: datetime, load: tup
         f"{args.seed}) in {args.shards} JSON-lines shards; threshold {THRESHOLD}, exact "
         "verification, text kept",
         "",
-        "| run | wall s | CPU s (tree) | CPU us/doc | peak MiB driver / JVM / workers / all "
-        "| other load (cores) |",
-        "|---|---:|---:|---:|---|---:|",
+        "| run | wall s | CPU s (tree) | CPU s driver / JVM / workers | CPU us/doc "
+        "| peak MiB driver / JVM / workers / all | other load (cores) |",
+        "|---|---:|---:|---|---:|---|---:|",
     ]
     for label, result in results.items():
         if not isinstance(result, dict) or "seconds" not in result:
             continue
-        peak = result["peak_mib"]
+        peak, cpu = result["peak_mib"], result["cpu_by_role"]
         lines.append(
             f"| {label} | {result['seconds']:.1f} | {result['cpu_seconds']:.1f} | "
-            f"{result['cpu_seconds'] / args.docs * 1e6:,.0f} | {peak['driver']:,.0f} / {peak['jvm']:,.0f} / {peak['workers']:,.0f} / "
-            f"{peak['all']:,.0f} | {result['foreign_cores']:.2f} |"
+            f"{cpu['driver']:.1f} / {cpu['jvm']:.1f} / {cpu['workers']:.1f} | "
+            f"{result['cpu_seconds'] / args.docs * 1e6:,.0f} | {peak['driver']:,.0f} / "
+            f"{peak['jvm']:,.0f} / {peak['workers']:,.0f} / {peak['all']:,.0f} | "
+            f"{result['foreign_cores']:.2f} |"
         )
     lines.append("")
     for label, result in results.items():

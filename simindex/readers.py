@@ -17,7 +17,10 @@ import gzip
 import io
 import json
 import math
+import os
+import re
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -39,6 +42,12 @@ MAX_ID_BYTES = 2_000
 _PARQUET_BATCH = 10_000
 
 Document = tuple[str, str, dict[str, Any] | None]
+# Part of an uncompressed UTF-8 file of lines: (start, stop, line): the lines that start
+# within bytes [start, stop), the first of them numbered ``line`` (see span_lines).
+Span = tuple[int, int, int]
+SPLITTABLE_FORMATS = ("jsonl", "tsv")
+# A lone \r ends a line too, as it does for io.TextIOWrapper(newline="").
+_LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
 
 # Shingling one document takes about 20 bytes per character at its peak (code points,
 # scratch hashes, copies of the text): 10 million characters is about 200 MB.
@@ -131,10 +140,12 @@ def read_checked(
     encoding: str = "utf-8",
     on_error: Callable[[InputError], None] | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
+    span: Span | None = None,
 ) -> Iterator[tuple[int, dict[str, Any], Document]]:
-    """(line or row number, record as read, document) of each record of a file that makes a
-    document; bad records as in read_documents."""
-    for number, record in read_records(path, fmt, id_field, text_field, encoding, on_error):
+    """(line or row number, record as read, document) of each record of a file (or of a
+    ``span`` of it, as read_records reads one) that makes a document; bad records as in
+    read_documents."""
+    for number, record in read_records(path, fmt, id_field, text_field, encoding, on_error, span):
         try:
             document = _document(path, number, record, id_field, text_field, max_chars)
         except InputError as error:
@@ -224,13 +235,22 @@ def read_records(
     text_field: str = "text",
     encoding: str = "utf-8",
     on_error: Callable[[InputError], None] | None = None,
+    span: Span | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line or row number, record) of a file; an id<TAB>text line is {id_field: ..,
     text_field: ..}. A malformed line raises InputError, or with ``on_error`` is handed to
-    it and skipped. A damaged or undecodable file always raises InputError."""
+    it and skipped. A damaged or undecodable file always raises InputError.
+
+    ``span``: read only the lines of that part of the file (see :func:`span_lines`: an
+    uncompressed UTF-8 file of JSON lines or id<TAB>text), numbered as in the whole file,
+    so that several processes can share a large file."""
     report = on_error or _raise
     encoding = _text_encoding(encoding)
-    with _open(path) as raw:
+    if span is not None:
+        fmt = detect_format(path) if fmt == "auto" else fmt
+        if fmt not in SPLITTABLE_FORMATS or encoding != "utf-8-sig":
+            raise ValueError(f"a {fmt} file in {encoding} can't be read in parts")
+    with _open(path) if span is None else _open_plain(path) as raw:
         if fmt == "auto":
             fmt = "parquet" if path == "-" and raw.peek(4)[:4] == _PARQUET_MAGIC else None
             fmt = fmt or ("jsonl" if path == "-" else detect_format(path))  # type: ignore[assignment]
@@ -238,13 +258,20 @@ def read_records(
             if fmt == "parquet":
                 yield from _parquet(path, raw)
                 return
-            lines = io.TextIOWrapper(raw, encoding=encoding, newline="")
+            if span is None:
+                lines = io.TextIOWrapper(raw, encoding=encoding, newline="")
+                first = 1
+            else:
+                # utf-8, not utf-8-sig: span_lines leaves out the file's byte-order mark
+                # alone, not one that starts a later line.
+                lines = (line.decode("utf-8") for line in span_lines(raw, span[0], span[1]))
+                first = span[2]
             if fmt == "jsonl":
-                yield from _jsonl(path, lines, report)
+                yield from _jsonl(path, lines, report, first)
             elif fmt == "csv":
                 yield from _csv(path, lines, report)
             else:
-                yield from _tsv(path, lines, id_field, text_field, report)
+                yield from _tsv(path, lines, id_field, text_field, report, first)
         except UnicodeDecodeError as exc:
             raise InputError(
                 f"{path}: is not valid {encoding} ({exc.reason} at byte {exc.start} of a block); "
@@ -263,6 +290,58 @@ def read_records(
             raise InputError(
                 f"{path}: is a damaged or truncated zstd file ({exc}); re-create or re-download it"
             ) from None
+
+
+def span_lines(raw: io.BufferedIOBase, start: int, stop: int) -> Iterator[bytes]:
+    """The lines of a seekable file of lines that start within bytes [start, stop): from the
+    first line start at or after ``start`` to the end of the line holding byte ``stop - 1``.
+    Adjacent spans share no line and miss none. Lines end as io.TextIOWrapper(newline="")
+    ends them (\\n, \\r\\n or a lone \\r), so a span's line numbers match the whole file's;
+    the bytes must be UTF-8 (or another encoding in which these bytes are only line ends).
+    A byte-order mark at the start of the file is left out."""
+    position = max(start - 1, 0)
+    raw.seek(position)
+    if start:  # the rest of the line before the span: the previous span's
+        position += len(raw.readline())
+    while position < stop:
+        line = raw.readline()
+        if not line:
+            return
+        if position == 0 and line.startswith(codecs.BOM_UTF8):
+            position, line = len(line), line[len(codecs.BOM_UTF8) :]
+        else:
+            position += len(line)
+        if b"\r" in line:
+            yield from (part for part in _LONE_CR.split(line) if part)
+        else:
+            yield line
+
+
+def span_size(path: str, fmt: str, encoding: str) -> int | None:
+    """The size in bytes of a file read_records can read in spans (uncompressed JSON lines or
+    id<TAB>text in UTF-8, a regular file), else None (or when it can't be opened: reading it
+    says why)."""
+    try:
+        fmt = detect_format(path) if fmt == "auto" else fmt
+        if fmt not in SPLITTABLE_FORMATS or _text_encoding(encoding) != "utf-8-sig":
+            return None
+        with open(path, "rb") as raw:
+            magic = raw.read(4)
+            size = os.fstat(raw.fileno())
+    except (InputError, OSError):
+        return None
+    if magic[:2] == _GZIP_MAGIC or magic == _ZSTD_MAGIC or not stat.S_ISREG(size.st_mode):
+        return None
+    return size.st_size
+
+
+def _open_plain(path: str) -> io.BufferedIOBase:
+    """An uncompressed file's bytes (for a span of it)."""
+    raw = _open(path)
+    if not isinstance(raw, io.BufferedReader) or not raw.seekable():
+        raw.close()
+        raise InputError(f"{path}: is compressed or not a regular file; it can't be read in parts")
+    return raw
 
 
 def _text_encoding(encoding: str) -> str:
@@ -378,8 +457,8 @@ def _raise(error: InputError) -> None:
     raise error
 
 
-def _jsonl(path: str, lines, report) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(lines, start=1):
+def _jsonl(path: str, lines, report, first: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(lines, start=first):
         if not line.strip():
             continue
         try:
@@ -412,9 +491,9 @@ def _csv(path: str, lines, report) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _tsv(
-    path: str, lines, id_field: str, text_field: str, report
+    path: str, lines, id_field: str, text_field: str, report, first: int = 1
 ) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines, start=first):
         line = line.rstrip("\r\n")
         if not line:
             continue

@@ -166,10 +166,10 @@ def ingest_files(
     **options: Any,
 ) -> IngestReport:
     """``simindex spark ingest``: the documents of the input files (readers.expand_inputs'
-    list; one task a file), read and checked as ``ingest`` reads them, with the same
-    metadata (a record's other fields), into the index at ``url`` by :func:`ingest`
-    (``options``: its keyword arguments)."""
-    from simindex.spark.read import files, reader
+    list; one task a file or a part of one, as simindex.spark.read.parts makes them), read
+    and checked as ``ingest`` reads them, with the same metadata (a record's other fields),
+    into the index at ``url`` by :func:`ingest` (``options``: its keyword arguments)."""
+    from simindex.spark.read import files, parts, reader
     from simindex.spark.session import session
 
     spark = session(master)
@@ -197,8 +197,9 @@ def ingest_files(
                 }
             )
 
-    # Each file is read, signed and staged in one task: its texts never pass through Spark.
-    return ingest(files(spark, paths), url, max_chars=max_chars, prepare=documents, **options)
+    # Each part is read, signed and staged in one task: its texts never pass through Spark.
+    found = files(spark, parts(spark, paths, fmt=fmt, encoding=encoding))
+    return ingest(found, url, max_chars=max_chars, prepare=documents, **options)
 
 
 def _run(job: DataFrame) -> list[Any]:

@@ -47,6 +47,10 @@ SIGNED_SCHEMA = (
     "shingle_count long, signature binary, band_keys array<long>"
 )
 _VERIFIED = "doc_a long, doc_b long, estimated double, exact double"
+# CORPUS_SIZED: a table with a row per input record (the records, their signatures) or per
+# candidate's document (with its text) persists on disk, not in the JVM's heap: in memory
+# (MEMORY_AND_DISK), a 1M-document run filled a 2 GB heap with the first two and a 1 GB
+# heap with the third (java.lang.OutOfMemoryError), the cache's spilling notwithstanding.
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ def dedup(
     # An order key, persisted: monotonically_increasing_id() is the DataFrame's order (its
     # partition, then its row), but it is not stable if the frame were computed again.
     numbered = frame.withColumn("doc", F.monotonically_increasing_id()).persist(
-        StorageLevel.MEMORY_AND_DISK
+        StorageLevel.DISK_ONLY  # CORPUS_SIZED
     )
     documents = numbered.select(
         "doc", F.col(id_field).cast("string").alias("id"), F.col(text_field).alias("text")
@@ -200,10 +204,10 @@ def dedup_files(
     from pyspark import StorageLevel
 
     # Read (parsed and checked in Python) once: signing, verification and the outputs all
-    # take their records from here, not from the files again.
+    # take their records from here, not from the files again. On disk (CORPUS_SIZED).
     records = read_files(
         spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    ).persist(StorageLevel.DISK_ONLY)
     documents = records.select("doc", "id", "text", "problem", "fatal")
     created = not target.exists()
     try:
@@ -279,7 +283,7 @@ class _Run:
         self.max_bucket_size, self.max_driver_edges = max_bucket_size, max_driver_edges
         self.documents = documents
         self.signed = sign(documents, self.spec, self.bands, self.rows).persist(
-            StorageLevel.MEMORY_AND_DISK
+            StorageLevel.DISK_ONLY  # CORPUS_SIZED
         )
         self._left_out = None
         self._side = None
@@ -397,7 +401,7 @@ class _Run:
         if self.exact:  # the other texts are not shuffled
             texts = self.documents.select("doc", "text").join(ends, "doc", "left_semi")
             side = side.join(texts, "doc")
-        self._side = side.persist(StorageLevel.MEMORY_AND_DISK)
+        self._side = side.persist(StorageLevel.DISK_ONLY)  # CORPUS_SIZED
         _step(self.documents, "verification")
         self._pairs = self._compare(candidates, self.threshold).persist(
             StorageLevel.MEMORY_AND_DISK
@@ -672,7 +676,8 @@ def _fields(records: DataFrame, id_field: str, text_field: str) -> list[str]:
     """The input's field names in their order: the keys of its first thousand records (the
     CSV header for CSV), as ``simindex dedup`` finds them."""
     seen: dict[str, None] = {}
-    for row in records.filter("problem is null").select("record").limit(1000).collect():
+    first = records.filter("problem is null").orderBy("doc").select("record").limit(1000)
+    for row in first.collect():
         seen.update(dict.fromkeys(json.loads(row["record"])))
     return list(seen) or [id_field, text_field]
 
@@ -685,9 +690,9 @@ def _write_records(
     id_field: str,
     text_field: str,
 ) -> int:
-    """Write the records (their ``record`` JSON, plus ``representative`` and ``similarity``
-    when the frame has them) with simindex.writers, one file per partition, in input order
-    within each; return how many."""
+    """Write the records (their ``record`` JSON with ``text``, plus ``representative`` and
+    ``similarity`` when the frame has them) with simindex.writers, one file per partition,
+    in input order within each; return how many."""
     directory.mkdir(parents=True, exist_ok=True)
     extra = [c for c in ("representative", "similarity") if c in records.columns]
     folder = str(directory)
@@ -701,10 +706,11 @@ def _write_records(
 
         def rows() -> Iterator[dict]:
             for batch in batches:
-                columns = [batch.column(c).to_pylist() for c in ("record", *extra)]
+                columns = [batch.column(c).to_pylist() for c in ("record", "text", *extra)]
                 for values in zip(*columns, strict=True):
                     record = json.loads(values[0])
-                    record.update(zip(extra, values[1:], strict=True))
+                    record[text_field] = values[1]
+                    record.update(zip(extra, values[2:], strict=True))
                     yield record
 
         path = os.path.join(folder, f"part-{TaskContext.get().partitionId():05d}.{suffix}")
@@ -713,7 +719,7 @@ def _write_records(
             Path(path).unlink(missing_ok=True)
         yield pa.RecordBatch.from_pydict({"count": [count]})
 
-    ordered = records.sortWithinPartitions("doc").select("record", *extra)
+    ordered = records.sortWithinPartitions("doc").select("record", "text", *extra)
     written = ordered.mapInArrow(write, "count long").agg({"count": "sum"}).first()[0]
     return int(written or 0)
 

@@ -1,10 +1,19 @@
 """Input files as a Spark DataFrame of documents, read and validated by simindex.readers.
 
-Each file is read by one task, in Python, with the readers ``ingest`` and ``dedup`` use:
-the same formats (JSON lines, CSV, id<TAB>text, Parquet; gzip and zstd), the same checks
+Files are read in Python, with the readers ``ingest`` and ``dedup`` use: the same formats
+(JSON lines, CSV, id<TAB>text, Parquet; gzip and zstd), the same checks
 (readers.read_checked) and the same messages. Spark's own JSON reader is not used: it
 silently turns a lone surrogate escape (``"\\ud800"``) into ``?``, where simindex refuses
-the record. A corpus of many shards reads in parallel; one large file reads in one task.
+the record.
+
+A task reads a part of SPLIT_BYTES of an uncompressed JSON-lines or id<TAB>text file in
+UTF-8 (readers.span_size), or a whole file of another kind: a compressed file can't be
+entered in the middle, a CSV field may hold a line break, and a Parquet file is read by
+its own reader, whole (its row groups could be shared out; they are not). The line
+numbers of a file's parts come from one pass that counts each part's lines, so a message
+names the file and line as for a file read whole. The records of a whole file that may
+hold more than SPLIT_BYTES of text are spread over partitions right after reading
+(:func:`read_files`), so no partition has to hold a large file's records.
 
 Every document gets a number, ``doc``: its file's position among the inputs times 2^40 plus
 its line (or row) number, so ``doc`` order is input order (what ``--keep earliest``
@@ -14,6 +23,7 @@ means) and a recomputed partition numbers its documents alike.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -28,6 +38,14 @@ LINE_BITS = 40
 MAX_FILES = 1 << (63 - LINE_BITS)
 # Documents per Arrow batch handed to Spark.
 BATCH_ROWS = 5_000
+# Bytes of a file a task reads (a part's persisted records must fit a share of the JVM's
+# heap: a 108 MB file, 125,000 documents, in one partition did not fit 2 GB).
+SPLIT_BYTES = 32 << 20
+# The text a compressed (or Parquet, CSV ...) file may hold: up to this many times its size.
+EXPANSION = 4
+# A part of the inputs: file (its position), path, readers.Span (start, stop, line) or
+# None (the whole file), and the bytes of text it may hold.
+Part = tuple[int, str, tuple[int, int, int] | None, int]
 
 SCHEMA = "doc long, id string, text string, record string, problem string, fatal boolean"
 
@@ -41,31 +59,98 @@ def read_files(
     text_field: str = "text",
     encoding: str = "utf-8",
     max_chars: int | None = None,
+    split_bytes: int = SPLIT_BYTES,
 ) -> DataFrame:
-    """The documents of ``paths`` (files, as readers.expand_inputs lists them), one
-    partition a file.
+    """The documents of ``paths`` (files, as readers.expand_inputs lists them), in
+    partitions of about ``split_bytes`` of input (see the module docstring).
 
     Columns: ``doc`` (long, input order, see the module docstring), ``id``, ``text``,
-    ``record`` (the record as read, as a JSON object: what an output writes back),
+    ``record`` (the record as read, as a JSON object whose text field is null: with
+    ``text`` in it, what an output writes back; the text is not kept twice),
     ``problem`` (why a record is no document, as ``ingest`` says it: a row with a problem
     has only ``doc``, ``problem`` and ``fatal``), ``fatal`` (the file could not be read at all:
     never skipped, as in ``ingest``).
     """
-    return files(spark, paths).mapInArrow(
+    found = parts(spark, paths, fmt=fmt, encoding=encoding, split_bytes=split_bytes)
+    records = files(spark, found).mapInArrow(
         reader(
             fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,
             max_chars=max_chars,
         ),
         SCHEMA,
     )  # fmt: skip
+    if any(span is None and size > split_bytes for _, _, span, size in found):
+        # A large file read whole: its records to partitions of about split_bytes before
+        # anything persists them (by doc: the same partitions if recomputed).
+        total = sum(size for *_, size in found)
+        records = records.repartition(-(-total // split_bytes), "doc")
+    return records
 
 
-def files(spark: SparkSession, paths: list[str]) -> DataFrame:
-    """``file`` (its position) and ``path`` of each input, one partition a file."""
+def parts(
+    spark: SparkSession,
+    paths: list[str],
+    *,
+    fmt: str = "auto",
+    encoding: str = "utf-8",
+    split_bytes: int = SPLIT_BYTES,
+) -> list[Part]:
+    """The parts the files are read in (see the module docstring), in input order; a Spark
+    job counts the lines of the parts of split files."""
+    from simindex.readers import span_size
+
     if len(paths) > MAX_FILES:
         raise InputError(f"{len(paths):,} input files are more than the {MAX_FILES:,} supported")
-    listed = spark.sparkContext.parallelize(list(enumerate(paths)), max(len(paths), 1))
-    return spark.createDataFrame(listed, "file long, path string")
+    found: list[Part] = []
+    for file, path in enumerate(paths):
+        size = span_size(path, fmt, encoding)
+        if size is None or size <= split_bytes:
+            whole = _size(path) * (1 if size is not None else EXPANSION)
+            found.append((file, path, None, whole))
+            continue
+        for start in range(0, size, split_bytes):
+            stop = min(start + split_bytes, size)
+            found.append((file, path, (start, stop, 0), stop - start))
+    # Line numbers: a file's first part starts at line 1, the next after its lines.
+    counted = [(path, span) for _, path, span, _ in found if span is not None]
+    counts = iter(
+        spark.sparkContext.parallelize(counted, max(len(counted), 1)).map(_count_lines).collect()
+        if counted
+        else []
+    )
+    numbered: list[Part] = []
+    line = 1
+    for file, path, span, size in found:
+        if span is not None:
+            line = 1 if span[0] == 0 else line
+            numbered.append((file, path, (span[0], span[1], line), size))
+            line += next(counts)
+        else:
+            numbered.append((file, path, span, size))
+    return numbered
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0  # reading it says why
+
+
+def _count_lines(part: tuple[str, tuple[int, int, int]]) -> int:
+    from simindex.readers import span_lines
+
+    path, (start, stop, _) = part
+    with open(path, "rb") as raw:
+        return sum(1 for _ in span_lines(raw, start, stop))
+
+
+def files(spark: SparkSession, found: list[Part]) -> DataFrame:
+    """``file``, ``path``, and ``start``, ``stop`` and ``line`` of the span (null: the whole
+    file) of each of :func:`parts`, one partition a part."""
+    rows = [(file, path, *(span or (None, None, None))) for file, path, span, _ in found]
+    listed = spark.sparkContext.parallelize(rows, max(len(rows), 1))
+    return spark.createDataFrame(listed, "file long, path string, start long, stop long, line long")
 
 
 def reader(
@@ -91,18 +176,24 @@ def reader(
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            for file, path in zip(
-                batch.column("file").to_pylist(), batch.column("path").to_pylist(), strict=True
-            ):
-                yield from _read_file(file, path, **options)
+            columns = [
+                batch.column(c).to_pylist() for c in ("file", "path", "start", "stop", "line")
+            ]
+            for file, path, *span in zip(*columns, strict=True):
+                yield from _read_file(
+                    file, path, None if span[0] is None else tuple(span), **options
+                )
 
     return read
 
 
-def _read_file(file: int, path: str, **options) -> Iterator[pa.RecordBatch]:
+def _read_file(
+    file: int, path: str, span: tuple[int, int, int] | None, **options
+) -> Iterator[pa.RecordBatch]:
     from simindex.readers import read_checked
 
     rows: list[tuple] = []
+    text_free = {options["text_field"]: None}
 
     def bad(error: InputError, fatal: bool = False) -> None:
         # A bad record is numbered by the line its message names ("path:line: ..."), so
@@ -112,12 +203,21 @@ def _read_file(file: int, path: str, **options) -> Iterator[pa.RecordBatch]:
         rows.append((doc, None, None, None, str(error), fatal))
 
     try:
-        for number, record, (external_id, text, _) in read_checked(path, on_error=bad, **options):
+        for number, record, (external_id, text, _) in read_checked(
+            path, on_error=bad, span=span, **options
+        ):
             if number >= 1 << LINE_BITS:
                 raise InputError(f"{path}: holds more than 2^{LINE_BITS} records; split it")
             doc = (file << LINE_BITS) | number
             rows.append(
-                (doc, external_id, text, json.dumps(record, ensure_ascii=False), None, False)
+                (
+                    doc,
+                    external_id,
+                    text,
+                    json.dumps(record | text_free, ensure_ascii=False),
+                    None,
+                    False,
+                )
             )
             if len(rows) >= BATCH_ROWS:
                 yield _batch(rows)

@@ -118,6 +118,5 @@ def job_errors() -> Iterator[None]:
         raise SimindexError(
             f"the Spark job failed: {detail}. Spark's log above says why; a "
             "java.lang.OutOfMemoryError there needs more memory (spark.driver.memory, e.g. "
-            "PYSPARK_SUBMIT_ARGS='--driver-memory 4g pyspark-shell') or smaller input files "
-            "(each file is read by one task)"
+            "PYSPARK_SUBMIT_ARGS='--driver-memory 4g pyspark-shell')"
         ) from None

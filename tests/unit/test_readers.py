@@ -22,6 +22,8 @@ from simindex.readers import (
     expand_inputs,
     read_documents,
     read_records,
+    span_lines,
+    span_size,
 )
 from simindex.writers import output_format
 
@@ -248,3 +250,53 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "tsv"])
+def test_a_file_read_in_spans_gives_the_records_and_line_numbers_of_the_whole(tmp_path, fmt):
+    lines = [
+        "\ufeff" + json.dumps({"id": "a", "text": "first, after a byte-order mark"}),
+        json.dumps({"id": "b", "text": "Straße 東京 naïve"}, ensure_ascii=False),
+        "",
+        "{not json",
+        "\ufeff" + json.dumps({"id": "bom", "text": "a byte-order mark mid-file is a character"}),
+        json.dumps({"id": "c", "text": "ends with a lone carriage return"}) + "\r{oops",
+        json.dumps({"id": "d", "text": "crlf"}) + "\r",
+        json.dumps({"id": "e", "text": "last, no line end"}),
+    ]
+    if fmt == "tsv":
+        lines = [line.replace('{"id": ', "").replace(', "text": ', "\t") for line in lines]
+    path = tmp_path / f"in.{fmt}"
+    path.write_bytes("\n".join(lines).encode())
+    size = path.stat().st_size
+
+    def read(span=None):
+        errors: list[str] = []
+        found = list(read_records(str(path), on_error=lambda e: errors.append(str(e)), span=span))
+        return found, errors
+
+    whole = read()
+    assert len(whole[0]) >= 5 and len(whole[1]) >= 2  # records and bad lines to number
+    for split in (1, 2, 3, 7, 16, 50, size):
+        spans = [(start, min(start + split, size)) for start in range(0, size, split)]
+        records, errors, line = [], [], 1
+        for start, stop in spans:
+            with open(path, "rb") as raw:
+                counted = sum(1 for _ in span_lines(raw, start, stop))
+            found, bad = read((start, stop, line))
+            records += found
+            errors += bad
+            line += counted
+        assert (records, errors) == whole, split
+
+
+def test_a_compressed_or_csv_file_is_not_read_in_spans(tmp_path):
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(LINES))
+    (tmp_path / "a.jsonl").write_bytes(LINES)
+    (tmp_path / "a.csv").write_text("id,text\na,b\n")
+    assert span_size(str(tmp_path / "a.jsonl"), "auto", "utf-8") == len(LINES)
+    assert span_size(str(tmp_path / "a.jsonl"), "auto", "utf-16") is None
+    assert span_size(str(tmp_path / "a.jsonl.gz"), "auto", "utf-8") is None
+    assert span_size(str(tmp_path / "a.csv"), "auto", "utf-8") is None
+    with pytest.raises(InputError, match="is compressed"):
+        list(read_records(str(tmp_path / "a.jsonl.gz"), span=(0, 10, 1)))
