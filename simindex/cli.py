@@ -1725,6 +1725,7 @@ def run() -> None:
     signature on each run (about 0.1 s for all of them); only the one asked for is needed,
     so the others are left out (a name that is no command keeps them all, for the usage
     error and its suggestions)."""
+    _fewer_malloc_arenas()
     wanted = _command_name(sys.argv[1:])
     named = {_registered_name(c): c for c in app.registered_commands}
     groups = {g.name: g for g in app.registered_groups}
@@ -1749,3 +1750,23 @@ def _command_name(arguments: list[str]) -> str | None:
 
 def _registered_name(command: Any) -> str:
     return command.name or typer.main.get_command_name(command.callback.__name__)
+
+
+def _fewer_malloc_arenas() -> None:
+    """At most two glibc heap arenas: glibc gives each thread that allocates an arena of its
+    own (up to eight per core), and freed batches stay resident in whichever one held them. A
+    400k `dedup` peaked at 294 MiB with the default, 278 MiB with two (the reading and signing
+    thread's, the database writer's), in the same time. A user's MALLOC_ARENA_MAX wins; other
+    C libraries are left alone."""
+    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(_M_ARENA_MAX, 2)
+    except (OSError, AttributeError):  # not glibc
+        return
+
+
+_M_ARENA_MAX = -8  # glibc's malloc.h

@@ -245,3 +245,22 @@ def test_the_entry_point_builds_only_the_command_asked_for(args, expected, tmp_p
         text=True,
     )
     assert expected in result.stdout + result.stderr
+
+
+def test_the_entry_point_limits_glibc_to_two_heap_arenas(monkeypatch):
+    """Fewer arenas keep less freed memory resident (see cli._fewer_malloc_arenas); a user's
+    MALLOC_ARENA_MAX is left to glibc."""
+    calls = []
+
+    class Libc:
+        def mallopt(self, option, value):
+            calls.append((option, value))
+            return 1
+
+    monkeypatch.setattr(sys, "platform", "linux")
+    monkeypatch.setattr("ctypes.CDLL", lambda name: Libc())
+    monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
+    cli._fewer_malloc_arenas()
+    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
+    cli._fewer_malloc_arenas()
+    assert calls == [(-8, 2)]
