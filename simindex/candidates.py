@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from simindex.chunking import spans
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
-from simindex.verify import spans
 
 # Candidate pairs (with repeats) that collect() gathers before merging them into the distinct
 # ones: ~70 bytes each while they are sorted.

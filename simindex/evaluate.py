@@ -23,12 +23,13 @@ from numba import njit
 
 from simindex.banding import band_keys, candidate_probability
 from simindex.candidates import collect, group_keys
+from simindex.chunking import spans
 from simindex.errors import ParameterError, SimindexError
 from simindex.exact import rank_tokens, similar_pairs
 from simindex.minhash import estimate_jaccard
 from simindex.shingle import ShingleSets, normalize_batch, shingle_sets
 from simindex.spec import SignatureSpec
-from simindex.verify import Profiles, compare, spans
+from simindex.verify import Profiles, compare
 
 BIN_WIDTH = 0.05
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95% intervals

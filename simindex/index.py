@@ -956,7 +956,7 @@ class Index:
         """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
         ``text_bytes`` of text (a signature counts as its bytes; one pair at least). A run
         of equal a[i] counts a's text once, so pairs sorted by a make fewer ranges."""
-        from simindex.verify import spans
+        from simindex.chunking import spans
 
         signature_bytes = 4 * self.spec.num_perm
         for start in range(0, a.size, SIZED_PAIRS):

@@ -12,7 +12,6 @@ candidates, verify) and adds no arithmetic of its own. No stage reads or writes 
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Mapping
 
@@ -21,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from simindex import banding, candidates
+from simindex.chunking import spans
 from simindex.errors import InputError
 from simindex.minhash import sign as sign_normalized
 from simindex.minhash import signatures as signatures_of_sets
@@ -83,21 +83,20 @@ def sign(
     """
     ids, texts = _documents(documents)
     text_bytes = np.diff(_offsets(texts))
-    part = (np.cumsum(text_bytes) - text_bytes) // SIGN_TEXT_BYTES  # by where each text starts
-    bounds = [0, *(np.flatnonzero(np.diff(part)) + 1).tolist(), len(ids)]
     return pa.concat_batches(
         [
             _sign_part(
-                documents.slice(start, end - start),
-                ids.slice(start, end - start),
-                texts.slice(start, end - start),
+                documents.slice(lo, hi - lo),
+                ids.slice(lo, hi - lo),
+                texts.slice(lo, hi - lo),
                 spec,
                 bandings,
                 max_chars,
                 shingles,
             )
-            for start, end in itertools.pairwise(bounds)
+            for lo, hi in spans(np.cumsum(text_bytes), SIGN_TEXT_BYTES)
         ]
+        or [_sign_part(documents, ids, texts, spec, bandings, max_chars, shingles)]
     )
 
 

@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import make_url
 
+from simindex.chunking import spans
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, application_name
 from simindex.errors import DatabaseError, ParameterError
 from simindex.schema import (
@@ -469,15 +470,12 @@ class Store:
         if self.dialect == "postgresql":
             # Laid out a part at a time, each of about COPY_TEXT_CHARS of text.
             sizes = np.fromiter((len(t or "") for t in texts), np.int64, len(texts))
-            part = (np.cumsum(sizes) - sizes) // COPY_TEXT_CHARS
-            bounds = [0, *(np.flatnonzero(np.diff(part)) + 1).tolist(), len(texts)]
             rows = (
                 _document_tuples(
-                    ids[start:end], external_ids[start:end], content_hashes[start:end],
-                    shingle_counts[start:end], texts[start:end], metadata_json[start:end],
-                    ingested_at,
+                    ids[lo:hi], external_ids[lo:hi], content_hashes[lo:hi],
+                    shingle_counts[lo:hi], texts[lo:hi], metadata_json[lo:hi], ingested_at,
                 )
-                for start, end in itertools.pairwise(bounds)
+                for lo, hi in spans(np.cumsum(sizes), COPY_TEXT_CHARS)
             )  # fmt: skip
             _copy_binary(connection, f"{table} ({', '.join(columns)})", rows)
             return

@@ -7,7 +7,6 @@ verdict uses the exact Jaccard of the shingle sets, computed by merging sorted h
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,17 +43,6 @@ class Profiles:
                 ),
             )
         return Profiles(np.concatenate([p.signatures for p in parts]), sets)
-
-
-def spans(cumulative: np.ndarray, budget: int) -> Iterator[tuple[int, int]]:
-    """[lo, hi) ranges of items, each item's cost summed in ``cumulative``, that cost about
-    ``budget`` each (at least one item per range): the chunks verification works in."""
-    lo, total = 0, cumulative.shape[0]
-    while lo < total:
-        spent = cumulative[lo - 1] if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(cumulative, spent + budget, side="right")))
-        yield lo, hi
-        lo = hi
 
 
 def compare(

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 import simindex.candidates
 import simindex.store
 from simindex import Index
-from simindex.verify import spans
+from simindex.chunking import spans
 
 
 def _stored(index: Index) -> dict[tuple[str, str], float]:
