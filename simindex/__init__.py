@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 # work (SQLite runs in this process) and the next batch needed, and a batch signed in parts
 # paid it per part. Set before OpenMP loads (a user's own setting wins).
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# Arrow's buffers come and go batch by batch; its default allocator (mimalloc) kept ~12 MB of
-# freed ones resident through an ingest, the C library's returns them. Set before pyarrow
+# Arrow's buffers come and go batch by batch; its default allocator (mimalloc) keeps freed
+# ones resident through an ingest, the C library's returns them (peak RSS per command:
+# benchmarks/bench_scale.py). Set before pyarrow
 # loads (a user's own setting, or a pyarrow loaded earlier, wins).
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 

@@ -296,9 +296,9 @@ def user_errors(function: F, *, spark: bool = False) -> F:
     """Print a SimindexError as one line and exit 1, without a traceback.
 
     Commands run without modules that libraries import only if they can and no command uses:
-    pyarrow imports pandas, where it is installed, on its first ``pa.array()`` (~0.4 s of CPU
-    and ~48 MiB of RSS), which only the Spark commands need (``spark=True`` keeps it); Alembic's
-    templates (mako) import pygments to highlight their errors (~0.1 s)."""
+    pyarrow imports pandas, where it is installed, on its first ``pa.array()``, which only the
+    Spark commands need (``spark=True`` keeps it); Alembic's templates (mako) import pygments
+    to highlight their errors. Start-up times: benchmarks/bench_startup.py."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -1753,20 +1753,20 @@ def _registered_name(command: Any) -> str:
 
 
 def _fewer_malloc_arenas() -> None:
-    """At most two glibc heap arenas: glibc gives each thread that allocates an arena of its
-    own (up to eight per core), and freed batches stay resident in whichever one held them. A
-    400k `dedup` peaked at 294 MiB with the default, 278 MiB with two (the reading and signing
-    thread's, the database writer's), in the same time. A user's MALLOC_ARENA_MAX wins; other
-    C libraries are left alone."""
+    """At most two glibc heap arenas (the reading and signing thread's, the database
+    writer's): glibc gives each thread that allocates an arena of its own (up to eight per
+    core), and freed batches stay resident in whichever one held them, which made `dedup`
+    (ingest and pairs in one process) grow past `ingest` alone (peak RSS per command:
+    benchmarks/bench_scale.py). A user's MALLOC_ARENA_MAX wins; other C libraries are left
+    alone."""
     if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
         return
     import ctypes
 
     try:
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_ARENA_MAX, 2)
-    except (OSError, AttributeError):  # not glibc
-        return
+        ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, 2)
+    except (OSError, AttributeError):
+        pass  # not glibc
 
 
 _M_ARENA_MAX = -8  # glibc's malloc.h

@@ -1271,8 +1271,8 @@ BULK_INDEX_BYTES_PER_ROW = 80
 COPY_TEXT_CHARS = 2**20
 # Bytes of band keys a bulk load holds and sorts at a time (see BandKeyWriter); rows per
 # statement (one COPY, or one executemany on SQLite) that writes band keys; band-key rows per
-# SQLite INSERT (two bound parameters each): one statement of many rows binds and steps
-# several times faster than executemany's row after row.
+# SQLite INSERT (two bound parameters each): one statement of many rows crosses from Python
+# into SQLite once for all of them, executemany once a row.
 BULK_SORT_MEMORY = 8 * 2**20
 _WRITE_ROWS = 131_072
 _SQLITE_KEY_ROWS = 250
