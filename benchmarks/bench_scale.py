@@ -24,7 +24,8 @@ times.
 
 Disk: the corpus takes ~480 B per document (gzip), a PostgreSQL index ~4.1 KB and a SQLite one
 ~2.7 KB per document, dedup's second database as much again: 4M documents need ~40 GB free
-for PostgreSQL (each database is dropped after its run). The script checks before it starts.
+for PostgreSQL (each database is dropped after its run, unless --keep). The script checks
+before it starts.
 
 Run from the repository root (PostgreSQL at --pg-url must allow CREATE DATABASE):
     .venv/bin/python benchmarks/bench_scale.py --sizes 100000 400000             # both backends
@@ -315,7 +316,8 @@ def bench(size: int, backend: str, args: argparse.Namespace, code: str) -> dict:
     if "reband" not in args.skip:
         command = [*base, "reband", "--bands", "42", "--rows", "3", "-y", *on]
         step("reband", "reband 42 x 3", command)
-    db.drop()
+    if not args.keep:
+        db.drop()
     if "dedup" not in args.skip:
         scratch = Database(
             backend, f"{args.db_prefix}_{backend}_{size}_dedup", args.pg_url, args.sqlite_dir
@@ -514,6 +516,9 @@ def main() -> None:
     parser.add_argument("--db-prefix", default="bench_scale", help="names of the databases made")
     parser.add_argument("--sqlite-dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--skip", nargs="*", default=[], choices=["dedup", "reband"])
+    parser.add_argument(
+        "--keep", action="store_true", help="keep each index database (to study it afterwards)"
+    )
     parser.add_argument("--report", action="store_true", help="only draw and write RESULTS.md")
     parser.add_argument("--live", action="store_true", help="measure the working tree")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)

@@ -253,6 +253,7 @@ class Store:
         self.dialect = engine.dialect.name
         self.schema = schema
         self.lock_timeout = lock_timeout
+        self._band_keys_exist = False  # learnt by read(); an index's tables are never dropped
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -266,17 +267,25 @@ class Store:
                 with connection.begin():
                     yield connection
                 return
-            connection = connection.execution_options(isolation_level="REPEATABLE READ")
             with connection.begin():
-                try:  # before the first query, which takes the snapshot
-                    with connection.begin_nested():
-                        connection.exec_driver_sql("LOCK TABLE band_keys IN ACCESS SHARE MODE")
-                except sa.exc.ProgrammingError as exc:
-                    import psycopg  # loaded already: PostgreSQL's driver
+                # Before the first query, which takes the snapshot; in one round trip once
+                # band_keys is known to exist (a point query's latency is mostly round trips).
+                snapshot = "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ"
+                lock = "LOCK TABLE band_keys IN ACCESS SHARE MODE"
+                if self._band_keys_exist:
+                    connection.exec_driver_sql(f"{snapshot}; {lock}")
+                else:
+                    connection.exec_driver_sql(snapshot)
+                    try:
+                        with connection.begin_nested():
+                            connection.exec_driver_sql(lock)
+                        self._band_keys_exist = True
+                    except sa.exc.ProgrammingError as exc:
+                        import psycopg  # loaded already: PostgreSQL's driver
 
-                    if not isinstance(exc.orig, psycopg.errors.UndefinedTable):
-                        raise
-                    # no index here yet: nothing to protect
+                        if not isinstance(exc.orig, psycopg.errors.UndefinedTable):
+                            raise
+                        # no index here yet: nothing to protect
                 yield connection
 
     @contextmanager
