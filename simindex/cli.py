@@ -298,16 +298,22 @@ def user_errors(function: F, *, spark: bool = False) -> F:
     Commands run without modules that libraries import only if they can and no command uses:
     pyarrow imports pandas, where it is installed, on its first ``pa.array()``, which only the
     Spark commands need (``spark=True`` keeps it); Alembic's templates (mako) import pygments
-    to highlight their errors. Start-up times: benchmarks/bench_startup.py."""
+    to highlight their errors. Start-up times: benchmarks/bench_startup.py. LLVM's code is
+    unmapped after numba has loaded the kernels (see simindex.kernels.llvm_code_released)."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from simindex.kernels import without_blas, without_modules
+        from simindex.kernels import llvm_code_released, without_blas, without_modules
 
         application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
         unused = ("pygments",) if spark else ("pygments", "pandas")
         try:
-            with warnings.catch_warnings(), without_blas(), without_modules(*unused):
+            with (
+                warnings.catch_warnings(),
+                without_blas(),
+                without_modules(*unused),
+                llvm_code_released(),
+            ):
                 warnings.simplefilter("always", LowRecallWarning)  # every time, one line each
                 warnings.showwarning = _show_warning
                 return function(*args, **kwargs)

@@ -15,6 +15,12 @@ Loading the first cached kernel sets up numba's CPU target, which probes for a B
 importing scipy.linalg when SciPy is installed (with the NumPy submodules SciPy pulls in:
 part of what benchmarks/bench_startup.py times); no kernel uses a BLAS, so the CLI runs its
 commands under :func:`without_blas`.
+
+LLVM's code (llvmlite's library, about 80 MB of it) is needed only while numba compiles or
+loads a kernel, yet stays in the process's resident set once touched, all of it where the
+kernel maps files in large pages. The CLI runs its commands under :func:`llvm_code_released`,
+which unmaps it after each compile or load: a third of a command's peak RSS
+(benchmarks/bench_scale.py).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -157,6 +163,132 @@ def without_modules(*names: str) -> Iterator[None]:
         yield
     finally:
         sys.meta_path.remove(finder)
+
+
+@contextmanager
+def llvm_code_released() -> Iterator[None]:
+    """Inside the block, once numba is imported, every compile or cache load that numba
+    finishes (its compiler lock released by the outermost holder) unmaps LLVM's code from this
+    process: ``madvise(MADV_DONTNEED)`` of llvmlite's read-only file mappings that hold no
+    private page (so not its relocated data). They are clean copies of the file: nothing is
+    lost, and LLVM, when it runs again, maps what it touches from the page cache. Linux only;
+    elsewhere, or when numba's event API is missing, nothing happens."""
+    if not sys.platform.startswith("linux"):
+        yield
+        return
+    listeners: list[Any] = []
+    finder = _AfterImport(_COMPILER_LOCK, lambda: listeners.extend(_listen_to_compiles()))
+    if _COMPILER_LOCK in sys.modules:
+        finder.hook()
+    else:
+        sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        if finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+        if listeners:
+            from numba.core import event
+
+            for listener in listeners:
+                event.unregister("numba:compiler_lock", listener)
+
+
+_COMPILER_LOCK = "numba.core.compiler_lock"  # imports numba's event API, which names its lock
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``hook`` once the module ``name`` has been imported (found as usual)."""
+
+    def __init__(self, name: str, hook: Callable[[], None]) -> None:
+        self.name, self.hook = name, hook
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != self.name:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            execute(module)
+            self.hook()
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def _listen_to_compiles() -> list[Any]:
+    """Registers (and returns) a listener that releases LLVM's code whenever numba's compiler
+    lock is let go by its outermost holder: after each compile or cache load."""
+    try:
+        from numba.core import event
+        from numba.core.compiler_lock import global_compiler_lock
+    except ImportError:
+        return []
+
+    class Release(event.Listener):
+        def on_start(self, _event: Any) -> None:
+            pass
+
+        def on_end(self, _event: Any) -> None:
+            if not global_compiler_lock.is_locked():
+                release_llvm_code()
+
+    listener = Release()
+    event.register("numba:compiler_lock", listener)
+    return [listener]
+
+
+_LLVM_CODE: list[tuple[int, int]] = []  # (start, end) of the mappings to release
+_MADV_DONTNEED = 4
+
+
+def release_llvm_code() -> int:
+    """Unmap llvmlite's code from this process (see :func:`llvm_code_released`); returns how
+    many bytes of mappings were released (0 where llvmlite is not loaded)."""
+    global _LLVM_CODE
+    if not _LLVM_CODE:  # found once llvmlite is loaded
+        _LLVM_CODE = _clean_read_only_mappings("libllvmlite")
+    if not _LLVM_CODE:
+        return 0
+    import ctypes
+
+    madvise = ctypes.CDLL(None).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for start, end in _LLVM_CODE:
+        madvise(start, end - start, _MADV_DONTNEED)
+    return sum(end - start for start, end in _LLVM_CODE)
+
+
+def _clean_read_only_mappings(library: str) -> list[tuple[int, int]]:
+    """This process's read-only mappings of a file whose name contains ``library`` that hold
+    no private (copied-on-write) page, from /proc/self/smaps. A read-only mapping gains no
+    private page later, so the answer holds for the life of the process."""
+    found: list[tuple[int, int]] = []
+    current: tuple[int, int] | None = None
+    try:
+        with open("/proc/self/smaps", encoding="ascii", errors="replace") as smaps:
+            for line in smaps:
+                fields = line.split()
+                if not fields:
+                    continue
+                if not fields[0].endswith(":"):  # a mapping's first line: range, perms, ...
+                    if current:
+                        found.append(current)
+                    current = None
+                    if len(fields) >= 6 and library in fields[5] and "w" not in fields[1]:
+                        start, end = (int(x, 16) for x in fields[0].split("-"))
+                        current = (start, end)
+                elif current and fields[0] in ("Private_Dirty:", "Anonymous:") and fields[1] != "0":
+                    current = None
+    except OSError:
+        return []
+    if current:
+        found.append(current)
+    return found
 
 
 def compile_kernels() -> None:

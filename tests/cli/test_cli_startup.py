@@ -264,3 +264,54 @@ def test_the_entry_point_limits_glibc_to_two_heap_arenas(monkeypatch):
     monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
     cli._fewer_malloc_arenas()
     assert calls == [(-8, 2)]
+
+
+# The resident MiB of llvmlite's library in this process (LLVM, which numba compiles with).
+LLVM_RSS = """
+def llvm_rss():
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        fields = line.split()
+        if fields and not fields[0].endswith(":"):
+            inside = len(fields) >= 6 and "libllvmlite" in fields[5]
+        elif inside and fields[0] == "Rss:":
+            total += int(fields[1])
+    return total // 1024
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc are Linux's")
+def test_llvm_code_is_unmapped_after_each_compile_inside_the_block():
+    code = LLVM_RSS + (
+        "from simindex import kernels\n"
+        "with kernels.llvm_code_released():\n"
+        "    from numba import njit\n"  # numba imported inside the block: the hook installs
+        "    assert njit(lambda x: x + 1)(1) == 2\n"
+        "    first = llvm_rss()\n"
+        "    assert njit(lambda x: x * 3)(2) == 6\n"  # LLVM runs again after a release
+        "    second = llvm_rss()\n"
+        "assert njit(lambda x: x - 1)(1) == 0\n"
+        "print(first, second, llvm_rss())"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    first, second, outside = map(int, result.stdout.split())
+    # What stays is llvmlite's relocated data (private pages, never released): ~2 MiB.
+    assert first <= 4 and second <= 4, result.stdout
+    assert outside >= 10, "a compile after the block maps LLVM's code again"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc are Linux's")
+def test_a_command_that_runs_kernels_leaves_llvm_unmapped(tmp_path, news, stamped):
+    db = str(tmp_path / "news.db")
+    with Index.create(db) as index:
+        index.add(news[:10])
+    probe = LLVM_RSS + PROBE.format(heavy=("numba",)) + "print('llvm MiB:', llvm_rss())\n"
+    result = subprocess.run(
+        [sys.executable, "-c", probe, "query", "--db", db, news[0][1]],
+        capture_output=True,
+        text=True,
+        env=stamped,
+    )
+    lines = result.stdout.splitlines()
+    assert lines[-3:-1] == ["exit status: 0", "heavy modules: numba"], result.stdout + result.stderr
+    assert int(lines[-1].split()[-1]) <= 4, lines[-1]
