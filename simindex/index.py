@@ -843,9 +843,10 @@ class Index:
                     connection, active["bands"], active["rows"], after=since
                 )
                 new_documents = int(added.size)
-            buckets = self._store.iter_buckets(connection, banding_id, touching)
             if since is None:
                 self._store.delete_pairs(connection, banding_id)
+            # The next buckets are read (the database grouping them) while these are paired.
+            buckets = _ahead(_same, self._store.iter_buckets(connection, banding_id, touching))
             found = self._store_verified_pairs(
                 connection, banding_id, buckets, since, threshold, max_bucket_size, text_bytes
             )
@@ -910,27 +911,45 @@ class Index:
         text_bytes: int,
     ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
         """The candidate pairs with similarity >= threshold, in chunks of (doc_a, doc_b,
-        estimated, exact) whose documents hold about ``text_bytes`` of text."""
-        for lo, hi in self._text_spans(connection, doc_a, doc_b, text_bytes):
-            yield self._verify_chunk(connection, doc_a[lo:hi], doc_b[lo:hi], threshold)
+        estimated, exact) whose documents hold about ``text_bytes`` of text.
 
-    def _verify_chunk(
-        self, connection: Connection, a: np.ndarray, b: np.ndarray, threshold: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
-        """The pairs (a[i], b[i]) with similarity >= threshold: (doc_a, doc_b, estimated,
-        exact), by stages.verify."""
-        import pyarrow as pa
+        A worker thread compares a chunk while this one reads the next chunk's documents and
+        the caller stores the pairs before (the database works while the kernels do, and the
+        connection is used from this thread only); two chunks' documents exist at a time."""
+        with ThreadPoolExecutor(max_workers=1) as worker:
+            comparing = None
+            for lo, hi in self._text_spans(connection, doc_a, doc_b, text_bytes):
+                a, b = doc_a[lo:hi], doc_b[lo:hi]
+                documents = self._chunk_documents(connection, a, b)
+                done = comparing.result() if comparing else None
+                comparing = worker.submit(self._compare_chunk, a, b, documents, threshold)
+                if done is not None:
+                    yield done
+            if comparing is not None:
+                yield comparing.result()
 
+    def _chunk_documents(self, connection: Connection, a: np.ndarray, b: np.ndarray) -> Any:
+        """The stored documents of the pairs (a[i], b[i]) as a stages documents batch."""
         from simindex import stages
         from simindex.minhash import unpack
 
         ids = np.unique(np.concatenate((a, b)))
         rows = self._store.documents_of(connection, ids)
-        documents = stages.documents_batch(
+        return stages.documents_batch(
             ids,
             unpack([rows[int(i)][2] for i in ids], self.spec.num_perm),
             [rows[int(i)][1] for i in ids] if self.keep_text else None,
         )
+
+    def _compare_chunk(
+        self, a: np.ndarray, b: np.ndarray, documents: Any, threshold: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+        """The pairs (a[i], b[i]) with similarity >= threshold: (doc_a, doc_b, estimated,
+        exact), by stages.verify; no database work."""
+        import pyarrow as pa
+
+        from simindex import stages
+
         pairs = pa.RecordBatch.from_pydict({"doc_a": a, "doc_b": b})
         found = stages.verify(pairs, documents, self.spec, threshold)
         return (
@@ -1586,6 +1605,10 @@ def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any
         while (result := pending.result()) is not done:
             pending = worker.submit(produce)
             yield result
+
+
+def _same(item: Any) -> Any:
+    return item
 
 
 def _batches(documents: Iterator[Document], size: int, text_chars: int) -> Iterator[list[Document]]:
