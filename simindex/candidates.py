@@ -9,32 +9,64 @@ O(n**2), and clustering still links them all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 import numpy as np
 from numba import njit
 
 from simindex.chunking import spans
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
+from simindex.runs import RunSpool
 
 # Candidate pairs (with repeats) that collect() gathers before merging them into the distinct
 # ones: ~70 bytes each while they are sorted.
 MERGE_PAIRS = 1 << 18
+# Distinct pairs held before they go to disk as a sorted run (16 bytes each, twice while a
+# merge writes them): a large corpus's candidates are many times this (benchmarks/bench_scale.py).
+HELD_PAIRS = 1 << 20
+# Bytes of the runs read at a time when they are merged back.
+MERGE_MEMORY = 16 * 2**20
 
 
-@dataclass(frozen=True)
+@dataclass
 class Candidates:
-    """Distinct candidate pairs (doc_a < doc_b, int64 arrays sorted by (doc_a, doc_b)),
-    with how many hot buckets were linked to a representative instead of paired out."""
+    """Distinct candidate pairs (doc_a < doc_b), read in (doc_a, doc_b) order block by block
+    from :meth:`blocks`: held in memory, or, past HELD_PAIRS, merged from sorted runs on
+    disk. With how many hot buckets were linked to a representative instead of paired out,
+    and the largest bucket."""
 
-    doc_a: np.ndarray
-    doc_b: np.ndarray
     hot_buckets: int
     largest_bucket: int
+    held: tuple[np.ndarray, np.ndarray]
+    spool: RunSpool | None = None
+    runs: list[tuple[int, int]] = field(default_factory=list)
 
-    def __len__(self) -> int:
-        return self.doc_a.shape[0]
+    def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The distinct pairs as (doc_a, doc_b) int64 arrays, in order, a block at a time;
+        once read, the runs on disk are gone."""
+        if self.spool is None:
+            if self.held[0].size:
+                yield self.held
+            return
+        try:
+            last: tuple[int, int] | None = None
+            for a, b in self.spool.merged(self.runs, MERGE_MEMORY):
+                first = np.ones(a.shape[0], dtype=bool)  # a pair can be in several runs
+                first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+                first[0] = last != (int(a[0]), int(b[0]))
+                last = int(a[-1]), int(b[-1])
+                yield a[first], b[first]
+        finally:
+            self.spool.close()
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """All the distinct pairs at once (for a sample: they are all in memory)."""
+        blocks = list(self.blocks())
+        return (
+            np.concatenate([a for a, _ in blocks] or [np.empty(0, np.int64)]),
+            np.concatenate([b for _, b in blocks] or [np.empty(0, np.int64)]),
+        )
 
 
 def collect(
@@ -43,12 +75,13 @@ def collect(
     """Candidate pairs of (members, offsets) bucket chunks, deduplicated across buckets.
 
     A pair recurs in every band its documents share; every MERGE_PAIRS pairs of chunks are
-    sorted and merged into the distinct pairs found so far, so memory follows the distinct
-    pairs (16 bytes each, twice while a merge writes them), not the pairs with their repeats."""
+    sorted and merged into the distinct pairs found so far, and when those reach HELD_PAIRS
+    they go to disk as a sorted run, so memory is bounded however many the candidates."""
     doc_a, doc_b = np.empty(0, np.int64), np.empty(0, np.int64)
     chunks_a: list[np.ndarray] = []
     chunks_b: list[np.ndarray] = []
     pending, hot, largest = 0, 0, 0
+    spool, runs = None, []
     for members, offsets in buckets:
         sizes = np.diff(offsets)
         if sizes.shape[0]:
@@ -67,8 +100,15 @@ def collect(
             if pending >= MERGE_PAIRS:
                 doc_a, doc_b = _merge_chunks(doc_a, doc_b, chunks_a, chunks_b)
                 pending = 0
+            if doc_a.shape[0] >= HELD_PAIRS:
+                spool = spool or RunSpool()
+                runs.append(spool.add(doc_a, doc_b))
+                doc_a, doc_b = doc_a[:0], doc_b[:0]
     doc_a, doc_b = _merge_chunks(doc_a, doc_b, chunks_a, chunks_b)
-    return Candidates(doc_a, doc_b, hot, largest)
+    if spool is not None and doc_a.shape[0]:
+        runs.append(spool.add(doc_a, doc_b))
+        doc_a, doc_b = doc_a[:0], doc_b[:0]
+    return Candidates(hot, largest, (doc_a, doc_b), spool, runs)
 
 
 def _merge_chunks(

@@ -201,9 +201,9 @@ def evaluate(
     profiles = Profiles(signatures, ranked.sets)
     keys = band_keys(signatures, bands, rows)
     # No bucket counts as hot: this measures the banding itself (see docs/evaluation.md).
-    found = collect([group_keys(keys, np.arange(count))], max_bucket_size=count)
-    candidate_estimate, candidate_exact = compare(profiles, found.doc_a, found.doc_b)
-    is_candidate = np.isin(rows_a * count + rows_b, found.doc_a * count + found.doc_b)
+    found_a, found_b = collect([group_keys(keys, np.arange(count))], max_bucket_size=count).arrays()
+    candidate_estimate, candidate_exact = compare(profiles, found_a, found_b)
+    is_candidate = np.isin(rows_a * count + rows_b, found_a * count + found_b)
     return Evaluation(
         documents=documents,
         sample_ids=list(external_ids),

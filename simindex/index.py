@@ -890,16 +890,17 @@ class Index:
         from simindex.candidates import collect
 
         candidates = collect(buckets, max_bucket_size)
-        doc_a, doc_b = candidates.doc_a, candidates.doc_b
-        if since is not None:  # pairs of two older documents are stored already
-            new = doc_b > since
-            doc_a, doc_b = doc_a[new], doc_b[new]
-        found = _Verified(int(doc_a.size), candidates.hot_buckets, candidates.largest_bucket, 0, [])
-        for chunk in self._verify(connection, doc_a, doc_b, threshold, text_bytes):
-            self._store.insert_pairs(connection, banding_id, *chunk)
-            found.pairs += chunk[0].size
-            if since is not None:  # incremental clusters absorb these pairs
-                found.kept.append(chunk)
+        found = _Verified(0, candidates.hot_buckets, candidates.largest_bucket, 0, [])
+        for doc_a, doc_b in candidates.blocks():
+            if since is not None:  # pairs of two older documents are stored already
+                new = doc_b > since
+                doc_a, doc_b = doc_a[new], doc_b[new]
+            found.candidates += int(doc_a.size)
+            for chunk in self._verify(connection, doc_a, doc_b, threshold, text_bytes):
+                self._store.insert_pairs(connection, banding_id, *chunk)
+                found.pairs += chunk[0].size
+                if since is not None:  # incremental clusters absorb these pairs
+                    found.kept.append(chunk)
         return found
 
     def _verify(

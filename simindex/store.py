@@ -13,14 +13,13 @@ import logging
 import os
 import re
 import sqlite3
-import tempfile
 import time
 import urllib.parse
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -30,6 +29,7 @@ from sqlalchemy.engine import make_url
 from simindex.chunking import spans
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, application_name
 from simindex.errors import DatabaseError, ParameterError
+from simindex.runs import RunSpool
 from simindex.schema import (
     band_keys,
     bandings,
@@ -1330,9 +1330,8 @@ class BandKeyWriter:
         self._bulk = bulk
         self._held: list[tuple[np.ndarray, np.ndarray]] = []  # (ids, keys) not yet spooled
         self._held_bytes = 0
-        self._spool: IO[bytes] | None = None
-        self._runs: list[tuple[int, int]] = []  # (offset in the spool, rows per band)
-        self._bands = 0
+        self._spool: RunSpool | None = None
+        self._runs: list[list[tuple[int, int]]] = []  # each band's runs in the spool
         self._rows = 0
         if store.dialect != "postgresql":
             return
@@ -1452,93 +1451,31 @@ class BandKeyWriter:
         self._new_table = False
 
     def _spool_run(self) -> None:
-        """The held keys as a run: for each band, its keys sorted (stably: equal keys keep
-        their ids ascending), then their ids."""
+        """The held keys as a run of each band: its keys sorted (stably: equal keys keep their
+        ids ascending), with their ids."""
         ids = np.concatenate([i for i, _ in self._held])
         bands = self._held[0][1].shape[1]
         if self._spool is None:
-            self._spool = tempfile.TemporaryFile()
-        self._runs.append((self._spool.tell(), ids.size))
+            self._spool = RunSpool()
+            self._runs = [[] for _ in range(bands)]
         for band in range(bands):
             column = np.concatenate([k[:, band] for _, k in self._held])
             order = np.argsort(column, kind="stable")
-            column[order].tofile(self._spool)
-            ids[order].tofile(self._spool)
-        self._held, self._held_bytes, self._bands = [], 0, bands
+            self._runs[band].append(self._spool.add(column[order], ids[order]))
+        self._held, self._held_bytes = [], 0
 
     def _write_spooled(self) -> None:
-        """Each band's rows of every run, merged in (key, document_id) order (a k-way merge
-        of blocks, each run's block sized so that all of them fit BULK_SORT_MEMORY)."""
+        """Each band's rows of every run, merged in (key, document_id) order, holding about
+        BULK_SORT_MEMORY of them."""
         spool, self._spool = self._spool, None
         assert spool is not None
-        with spool:
-            spool.flush()
-            for band in range(self._bands):
-                runs = [_SpooledRun(spool, offset + band * 16 * rows, rows)
-                        for offset, rows in self._runs]  # fmt: skip
-                block = max(1, BULK_SORT_MEMORY // (64 * len(runs)))
-                while True:
-                    for run in runs:
-                        run.fill(block)
-                    open_runs = [run for run in runs if run.unread]
-                    if open_runs:
-                        # Rows up to the least last-read row of the runs not read to their end
-                        # are final: every row still unread in any run sorts after it.
-                        last = min(run.last for run in open_runs)
-                        taken = [run.take(*last) for run in runs]
-                    else:
-                        taken = [run.take() for run in runs]
-                    keys = np.concatenate([k for k, _ in taken])
-                    if not keys.size:
-                        break
-                    ids = np.concatenate([i for _, i in taken])
-                    order = np.argsort(keys, kind="stable")  # the runs are in id order
-                    self.write_rows(np.full(keys.size, band), keys[order], ids[order])
+        try:
+            for band, runs in enumerate(self._runs):
+                for keys, ids in spool.merged(runs, BULK_SORT_MEMORY):
+                    self.write_rows(np.full(keys.size, band), keys, ids)
+        finally:
+            spool.close()
         self._runs = []
-
-
-class _SpooledRun:
-    """One band of one sorted run in the spool of a BandKeyWriter: its keys, then its ids
-    (int64 each), read block by block."""
-
-    def __init__(self, spool: IO[bytes], offset: int, rows: int):
-        self._fd, self._offset, self._rows = spool.fileno(), offset, rows
-        self._read = 0
-        self._keys = self._ids = np.empty(0, np.int64)
-
-    @property
-    def unread(self) -> int:
-        return self._rows - self._read
-
-    @property
-    def last(self) -> tuple[int, int]:
-        """The (key, document_id) of the last row read."""
-        return int(self._keys[-1]), int(self._ids[-1])
-
-    def fill(self, block: int) -> None:
-        """Read another block of rows if fewer than ``block`` are waiting."""
-        if self._keys.size >= block or not self.unread:
-            return
-        count = min(block, self.unread)
-        keys, ids = (
-            np.frombuffer(os.pread(self._fd, 8 * count, start + 8 * self._read), np.int64)
-            for start in (self._offset, self._offset + 8 * self._rows)
-        )
-        self._keys = np.concatenate((self._keys, keys))
-        self._ids = np.concatenate((self._ids, ids))
-        self._read += count
-
-    def take(self, key: int | None = None, document_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """The waiting rows up to (key, document_id) inclusive (all of them if key is None),
-        removed from the run."""
-        count = self._keys.size
-        if key is not None:
-            low = int(np.searchsorted(self._keys, key, "left"))
-            high = int(np.searchsorted(self._keys, key, "right"))
-            count = low + int(np.searchsorted(self._ids[low:high], document_id, "right"))
-        taken = self._keys[:count], self._ids[:count]
-        self._keys, self._ids = self._keys[count:], self._ids[count:]
-        return taken
 
 
 _PG_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, extension length

@@ -72,7 +72,8 @@ def test_chunked_verification_stores_the_same_pairs(db_url, news, tmp_path):
     assert chunked.candidates == whole.candidates and chunked.pairs == whole.pairs == 30
 
 
-def test_collect_merging_as_it_goes_finds_the_distinct_pairs(monkeypatch):
+@pytest.mark.parametrize("spooled", [False, True])
+def test_collect_merging_as_it_goes_finds_the_distinct_pairs(monkeypatch, spooled):
     rng = np.random.default_rng(3)
     chunks = []
     for _ in range(20):
@@ -81,15 +82,43 @@ def test_collect_merging_as_it_goes_finds_the_distinct_pairs(monkeypatch):
         members = np.concatenate([rng.choice(60, size, replace=False) for size in sizes])
         chunks.append((members, offsets))  # a bucket holds a document once
     once = simindex.candidates.collect(chunks)
+    assert once.spool is None
     monkeypatch.setattr(simindex.candidates, "MERGE_PAIRS", 7)
+    if spooled:  # sorted runs of at most ~11 pairs on disk, merged back 2 rows per run
+        monkeypatch.setattr(simindex.candidates, "HELD_PAIRS", 11)
+        monkeypatch.setattr(simindex.candidates, "MERGE_MEMORY", 64 * 2 * 80)
     merged = simindex.candidates.collect(chunks)
-    assert np.array_equal(once.doc_a, merged.doc_a) and np.array_equal(once.doc_b, merged.doc_b)
+    assert (merged.spool is not None) == spooled and (len(merged.runs) > 20) == spooled
+    blocks = list(merged.blocks())
+    assert (len(blocks) > 20) == spooled
+    merged_a, merged_b = (
+        np.concatenate([a for a, _ in blocks]),
+        np.concatenate([b for _, b in blocks]),
+    )
+    once_a, once_b = once.arrays()
+    assert np.array_equal(once_a, merged_a) and np.array_equal(once_b, merged_b)
     expected = set()
     for members, offsets in chunks:
         for i in range(offsets.size - 1):
             bucket = sorted(members[offsets[i] : offsets[i + 1]].tolist())
             expected |= {(x, y) for j, x in enumerate(bucket) for y in bucket[j + 1 :]}
-    assert set(zip(merged.doc_a.tolist(), merged.doc_b.tolist(), strict=True)) == expected
+    assert set(zip(merged_a.tolist(), merged_b.tolist(), strict=True)) == expected
+    assert len(expected) == merged_a.size  # each pair once, across blocks too
+
+
+def test_candidates_spooled_to_disk_give_the_same_pairs(db_url, news, tmp_path, monkeypatch):
+    other = f"sqlite:///{tmp_path / 'whole.db'}"
+    with Index.create(other, threshold=0.5) as index:
+        index.add(news)
+        whole = index.find_pairs()
+        expected = _stored(index)
+    monkeypatch.setattr(simindex.candidates, "HELD_PAIRS", 5)
+    monkeypatch.setattr(simindex.candidates, "MERGE_MEMORY", 64 * 3)
+    with Index.create(db_url, threshold=0.5) as index:
+        index.add(news)
+        spooled = index.find_pairs()
+        assert _stored(index) == pytest.approx(expected, abs=1e-12)
+    assert spooled.candidates == whole.candidates and spooled.pairs == whole.pairs == 30
 
 
 def test_clusters_in_text_chunks_and_the_duplicates_dedup_drops(db_url, news, monkeypatch):

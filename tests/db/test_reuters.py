@@ -26,10 +26,9 @@ def corpus(reuters):
     }
     # The candidates the default banding (20 x 5) must produce, computed in memory.
     keys = band_keys(signatures(sets, SignatureSpec()), 20, 5)
-    candidates = collect([group_keys(keys, np.arange(len(docs)))])
+    doc_a, doc_b = collect([group_keys(keys, np.arange(len(docs)))]).arrays()
     expected = {
-        (docs[x][0], docs[y][0])
-        for x, y in zip(candidates.doc_a.tolist(), candidates.doc_b.tolist(), strict=True)
+        (docs[x][0], docs[y][0]) for x, y in zip(doc_a.tolist(), doc_b.tolist(), strict=True)
     }
     return docs, truth, expected
 

@@ -20,14 +20,14 @@ def test_bucket_pairs_pairs_small_buckets_and_links_hot_ones():
 def test_collect_deduplicates_across_buckets_and_chunks():
     chunk = (np.array([1, 2, 2, 1]), np.array([0, 2, 4]))
     candidates = collect([chunk, chunk], max_bucket_size=10)
-    assert list(zip(candidates.doc_a, candidates.doc_b)) == [(1, 2)]
+    assert list(zip(*candidates.arrays())) == [(1, 2)]
     assert candidates.largest_bucket == 2
 
 
 def test_a_hot_bucket_of_20000_members_costs_linear_pairs():
     members = np.arange(1, 20_001, dtype=np.int64)
     candidates = collect([(members, np.array([0, 20_000]))], max_bucket_size=500)
-    assert len(candidates) == 19_999 and candidates.hot_buckets == 1
+    assert candidates.arrays()[0].size == 19_999 and candidates.hot_buckets == 1
 
 
 def test_group_keys_finds_shared_band_keys():
@@ -94,5 +94,6 @@ def test_collect_keeps_ids_up_to_2_63_apart_distinct():
     top = 2**63 - 1
     members = np.array([top, 2**40, 2**31, 7, top, 2**40], dtype=np.int64)
     candidates = collect([(members, np.array([0, 4, 6]))], max_bucket_size=10)
-    pairs = list(zip(candidates.doc_a.tolist(), candidates.doc_b.tolist()))
+    doc_a, doc_b = candidates.arrays()
+    pairs = list(zip(doc_a.tolist(), doc_b.tolist()))
     assert pairs == [(7, 2**31), (7, 2**40), (7, top), (2**31, 2**40), (2**31, top), (2**40, top)]
