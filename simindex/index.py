@@ -79,6 +79,9 @@ VERIFY_TEXT_BYTES = 2**20
 BATCH_TEXT_CHARS = 2**21
 # Candidate pairs whose documents' text sizes are asked for in one query.
 SIZED_PAIRS = 25_000
+# Candidate pairs whose documents' signatures are read at once to rule some out (~1 KB of
+# transient memory per pair).
+ESTIMATED_PAIRS = 8_192
 
 OnDuplicate = Literal["fail", "skip", "replace"]
 OnEmpty = Literal["fail", "skip"]
@@ -919,15 +922,38 @@ class Index:
         connection is used from this thread only); two chunks' documents exist at a time."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
-            for lo, hi in self._text_spans(connection, doc_a, doc_b, text_bytes):
-                a, b = doc_a[lo:hi], doc_b[lo:hi]
-                documents = self._chunk_documents(connection, a, b)
-                done = comparing.result() if comparing else None
-                comparing = worker.submit(self._compare_chunk, a, b, documents, threshold)
-                if done is not None:
-                    yield done
+            for block_a, block_b in self._plausible(connection, doc_a, doc_b, threshold):
+                for lo, hi in self._text_spans(connection, block_a, block_b, text_bytes):
+                    a, b = block_a[lo:hi], block_b[lo:hi]
+                    documents = self._chunk_documents(connection, a, b)
+                    done = comparing.result() if comparing else None
+                    comparing = worker.submit(self._compare_chunk, a, b, documents, threshold)
+                    if done is not None:
+                        yield done
             if comparing is not None:
                 yield comparing.result()
+
+    def _plausible(
+        self, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, threshold: float
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The pairs, ESTIMATED_PAIRS at a time, less those whose signature estimate rules
+        out an exact similarity >= threshold (see verify.estimate_floor): their texts are
+        never read. Without kept text the estimate is the verdict, so all pass."""
+        from simindex.minhash import estimate_jaccard, unpack
+        from simindex.verify import estimate_floor
+
+        floor = estimate_floor(threshold, self.spec.num_perm)
+        for start in range(0, doc_a.size, ESTIMATED_PAIRS):
+            a, b = doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS]
+            if not self.keep_text or floor <= 0:
+                yield a, b
+                continue
+            ids = np.unique(np.concatenate((a, b)))
+            found = self._store.signatures_of(connection, ids)
+            stored = unpack([found[int(i)] for i in ids], self.spec.num_perm)
+            rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
+            keep = estimate_jaccard(stored[rows_a], stored[rows_b]) >= floor
+            yield a[keep], b[keep]
 
     def _chunk_documents(self, connection: Connection, a: np.ndarray, b: np.ndarray) -> Any:
         """The stored documents of the pairs (a[i], b[i]) as a stages documents batch."""

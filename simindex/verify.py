@@ -15,6 +15,20 @@ from numba import njit, prange
 from simindex.minhash import estimate_jaccard
 from simindex.shingle import ShingleSets
 
+# How far below the threshold, in standard deviations of the estimate, a pair's estimate must
+# fall for its exact similarity to be taken as below the threshold unread. The estimate's
+# spread is at most sqrt(J(1-J)/num_perm) for J >= threshold, or up to 15% more between
+# documents with fewer shingles than bins (benchmarks/RESULTS.md, "signature schemes,
+# accuracy"): 8 such deviations are 7 at the worst, a chance of ~1e-12 per true pair.
+ESTIMATE_MARGIN = 8.0
+
+
+def estimate_floor(threshold: float, num_perm: int) -> float:
+    """The estimate below which a pair is taken to have exact Jaccard < threshold without
+    computing it (0 or less: no pair is)."""
+    worst = max(threshold, 0.5)  # J(1-J) is largest at 0.5
+    return threshold - ESTIMATE_MARGIN * float(np.sqrt(worst * (1 - worst) / num_perm))
+
 
 @dataclass(frozen=True)
 class Profiles:

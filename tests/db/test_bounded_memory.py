@@ -8,6 +8,7 @@ import sqlalchemy as sa
 
 import simindex.candidates
 import simindex.store
+import simindex.verify
 from simindex import Index
 from simindex.chunking import spans
 
@@ -182,3 +183,30 @@ def test_documents_and_band_keys_in_tiny_parts_go_in_sorted_and_whole(
     assert len(ingested) + len(rebanded) == len(expected) and len(rebanded) == 100 * 10
     for rows in (ingested, rebanded):  # each banding went in in primary-key order
         assert np.array_equal(np.lexsort(rows.T[::-1]), np.arange(len(rows)))
+
+
+def test_pairs_the_estimate_rules_out_are_not_read_and_nothing_is_lost(db_url, news, monkeypatch):
+    """With a banding that makes many low-similarity candidates, the signatures' estimate
+    rules most out before their texts are read (simindex.verify.estimate_floor), and the
+    stored pairs are those of verifying every candidate exactly."""
+    read = []
+    chunk_documents = Index._chunk_documents
+
+    def counting(self, connection, a, b):
+        read.append(a.size)
+        return chunk_documents(self, connection, a, b)
+
+    monkeypatch.setattr(Index, "_chunk_documents", counting)
+    found = []
+    with Index.create(db_url, threshold=0.8) as index:
+        index.add(news)
+        index.reband(60, 2)
+        for margin in (simindex.verify.ESTIMATE_MARGIN, 1e9):  # 1e9: no floor, all read
+            monkeypatch.setattr(simindex.verify, "ESTIMATE_MARGIN", margin)
+            read.clear()
+            report = index.find_pairs(full=True)
+            stored = {(p.id_a, p.id_b): p.similarity for p in index.pairs()}
+            found.append((stored, report.candidates, report.pairs, sum(read)))
+    (pruned, candidates, pairs, read_pruned), (whole, all_candidates, all_pairs, read_all) = found
+    assert pruned == whole and pairs == all_pairs > 0 and candidates == all_candidates
+    assert read_all == candidates and read_pruned < candidates / 4, (read_pruned, candidates)
