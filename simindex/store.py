@@ -996,12 +996,22 @@ class Store:
     ) -> set[str]:
         """Those of ``external_ids`` in a cluster of the banding that another document
         represents."""
-        among, params = self._among(external_ids, "TEXT")
+        # The asked ids drive the join (SQLite's CROSS JOIN keeps this order), each found
+        # through external_id's index: else SQLite scans every cluster row once per call,
+        # which made `dedup` quadratic (benchmarks/RESULTS.md, 2026-11-24 05:38-07:15).
+        if self.dialect == "postgresql":
+            wanted, params = (
+                "unnest(CAST(:asked AS TEXT[])) AS wanted(value)",
+                {"asked": external_ids},
+            )
+        else:
+            wanted, params = "json_each(:asked) AS wanted", {"asked": json.dumps(external_ids)}
         rows = connection.execute(
             sa.text(
-                "SELECT d.external_id FROM documents d JOIN clusters c ON c.document_id = d.id "
-                "WHERE c.banding_id = :banding_id AND c.cluster_id <> c.document_id "
-                f"AND d.external_id {among}"
+                f"SELECT d.external_id FROM {wanted} CROSS JOIN documents d "
+                "CROSS JOIN clusters c WHERE d.external_id = wanted.value "
+                "AND c.banding_id = :banding_id AND c.document_id = d.id "
+                "AND c.cluster_id <> c.document_id"
             ),
             {**params, "banding_id": banding_id},
         )

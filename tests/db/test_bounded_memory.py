@@ -210,3 +210,29 @@ def test_pairs_the_estimate_rules_out_are_not_read_and_nothing_is_lost(db_url, n
     (pruned, candidates, pairs, read_pruned), (whole, all_candidates, all_pairs, read_all) = found
     assert pruned == whole and pairs == all_pairs > 0 and candidates == all_candidates
     assert read_all == candidates and read_pruned < candidates / 4, (read_pruned, candidates)
+
+
+def test_asking_which_ids_dedup_drops_reads_no_cluster_row_it_was_not_asked_about(tmp_path, news):
+    """SQLite's plan for clustered_duplicates starts from the asked ids and finds each
+    through an index: scanning the banding's clusters once per batch of records made `dedup`
+    quadratic in the corpus."""
+    url = f"sqlite:///{tmp_path / 'i.db'}"
+    with Index.create(url, threshold=0.5) as index:
+        index.add(news)
+        index.find_pairs()
+        index.cluster()
+        statements = []
+
+        def record(conn, cursor, statement, parameters, context, executemany):
+            if "clusters c" in statement:
+                statements.append((statement, parameters))
+
+        sa.event.listen(index._store.engine, "before_cursor_execute", record)
+        assert index.clustered_duplicates(["n001", "n002"]) <= {"n001", "n002"}
+        sa.event.remove(index._store.engine, "before_cursor_execute", record)
+        with index._store.engine.connect() as connection:
+            statement, parameters = statements[-1]
+            plan = connection.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            steps = [row[-1] for row in plan]
+    assert steps[0].startswith("SCAN wanted"), steps
+    assert all(step.startswith("SEARCH") for step in steps[1:]), steps
