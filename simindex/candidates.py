@@ -23,7 +23,7 @@ from simindex.runs import RunSpool
 # ones: ~70 bytes each while they are sorted.
 MERGE_PAIRS = 1 << 18
 # Distinct pairs held before they go to disk as a sorted run (16 bytes each, twice while a
-# merge writes them): a large corpus's candidates are many times this (benchmarks/bench_scale.py).
+# merge writes them); past it, pairs' memory no longer follows the candidates.
 HELD_PAIRS = 1 << 20
 # Bytes of the runs read at a time when they are merged back.
 MERGE_MEMORY = 16 * 2**20

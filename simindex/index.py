@@ -922,10 +922,10 @@ class Index:
         connection is used from this thread only); two chunks' documents exist at a time."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
-            for block_a, block_b in self._plausible(connection, doc_a, doc_b, threshold):
+            for block_a, block_b, signed in self._plausible(connection, doc_a, doc_b, threshold):
                 for lo, hi in self._text_spans(connection, block_a, block_b, text_bytes):
                     a, b = block_a[lo:hi], block_b[lo:hi]
-                    documents = self._chunk_documents(connection, a, b)
+                    documents = self._chunk_documents(connection, a, b, signed)
                     done = comparing.result() if comparing else None
                     comparing = worker.submit(self._compare_chunk, a, b, documents, threshold)
                     if done is not None:
@@ -935,38 +935,44 @@ class Index:
 
     def _plausible(
         self, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, threshold: float
-    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The pairs, ESTIMATED_PAIRS at a time, less those whose signature estimate rules
-        out an exact similarity >= threshold (see verify.estimate_floor): their texts are
-        never read. Without kept text the estimate is the verdict, so all pass."""
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]]:
+        """The pairs, ESTIMATED_PAIRS at a time, with the (sorted ids, signatures) of their
+        documents, less the pairs whose signature estimate rules out an exact similarity >=
+        threshold (see verify.estimate_floor): their texts are never read. Without kept text
+        the estimate is the verdict, so all pass."""
         from simindex.minhash import estimate_jaccard, unpack
         from simindex.verify import estimate_floor
 
         floor = estimate_floor(threshold, self.spec.num_perm)
         for start in range(0, doc_a.size, ESTIMATED_PAIRS):
             a, b = doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS]
-            if not self.keep_text or floor <= 0:
-                yield a, b
-                continue
             ids = np.unique(np.concatenate((a, b)))
             found = self._store.signatures_of(connection, ids)
-            stored = unpack([found[int(i)] for i in ids], self.spec.num_perm)
-            rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
-            keep = estimate_jaccard(stored[rows_a], stored[rows_b]) >= floor
-            yield a[keep], b[keep]
+            signatures = unpack([found[int(i)] for i in ids], self.spec.num_perm)
+            if self.keep_text and floor > 0:
+                rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
+                keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor
+                a, b = a[keep], b[keep]
+            yield a, b, (ids, signatures)
 
-    def _chunk_documents(self, connection: Connection, a: np.ndarray, b: np.ndarray) -> Any:
-        """The stored documents of the pairs (a[i], b[i]) as a stages documents batch."""
+    def _chunk_documents(
+        self,
+        connection: Connection,
+        a: np.ndarray,
+        b: np.ndarray,
+        signed: tuple[np.ndarray, np.ndarray],
+    ) -> Any:
+        """The documents of the pairs (a[i], b[i]) as a stages documents batch: signatures
+        from ``signed`` (sorted ids and their signatures, read already), texts read here."""
         from simindex import stages
-        from simindex.minhash import unpack
 
         ids = np.unique(np.concatenate((a, b)))
-        rows = self._store.documents_of(connection, ids)
-        return stages.documents_batch(
-            ids,
-            unpack([rows[int(i)][2] for i in ids], self.spec.num_perm),
-            [rows[int(i)][1] for i in ids] if self.keep_text else None,
-        )
+        signed_ids, signatures = signed
+        texts = None
+        if self.keep_text:
+            found = self._store.texts_of(connection, ids)
+            texts = [found[int(i)] for i in ids]
+        return stages.documents_batch(ids, signatures[np.searchsorted(signed_ids, ids)], texts)
 
     def _compare_chunk(
         self, a: np.ndarray, b: np.ndarray, documents: Any, threshold: float

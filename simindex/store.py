@@ -581,6 +581,14 @@ class Store:
         )
         return {int(i): bytes(blob) for i, blob in rows}
 
+    def texts_of(self, connection: Connection, ids: np.ndarray) -> dict[int, str | None]:
+        """id -> stored text (None when not kept) of document ids."""
+        among, params = self._among(ids.tolist(), "BIGINT")
+        rows = connection.execute(
+            sa.text(f"SELECT id, text FROM documents WHERE id {among}"), params
+        )
+        return {int(i): text for i, text in rows}
+
     def external_ids_of(self, connection: Connection, ids: np.ndarray) -> list[str]:
         """The external ids of document ids, in the order of ``ids``."""
         among, params = self._among(ids.tolist(), "BIGINT")

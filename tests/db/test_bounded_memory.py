@@ -192,9 +192,9 @@ def test_pairs_the_estimate_rules_out_are_not_read_and_nothing_is_lost(db_url, n
     read = []
     chunk_documents = Index._chunk_documents
 
-    def counting(self, connection, a, b):
+    def counting(self, connection, a, b, signed):
         read.append(a.size)
-        return chunk_documents(self, connection, a, b)
+        return chunk_documents(self, connection, a, b, signed)
 
     monkeypatch.setattr(Index, "_chunk_documents", counting)
     found = []
