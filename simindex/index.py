@@ -289,6 +289,8 @@ class Index:
         self.settings = settings
         # (bands, rows) of the first banding while creation waits for the first transaction.
         self._pending: tuple[int, int] | None = None
+        # The active banding as a point query last found it; each lookup checks it still is.
+        self._active: dict[str, Any] | None = None
         self.completed_half_created = False
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -753,13 +755,8 @@ class Index:
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if max_bucket_size < 1:
             raise ParameterError(f"max_bucket_size must be at least 1, got {max_bucket_size}")
-        with self._transaction() as connection:
-            active = self._active_banding(connection)
-            _expected_recall(active, threshold, self.spec.num_perm)
-            keys = lsh.band_keys(profile.signatures, active["bands"], active["rows"])
-            found = self._store.documents_in_buckets(
-                connection, active["id"], keys, max_bucket_size
-            )
+        active, found = self._bucket_members(profile.signatures, max_bucket_size)
+        _expected_recall(active, threshold, self.spec.num_perm)
         found.pop(exclude, None)
         if not found:
             return []
@@ -769,6 +766,29 @@ class Index:
         estimated, exact = compare(profile.concat(stored), np.zeros_like(rows), rows)
         matches = _matches([None, *names], rows, estimated, exact, threshold)
         return matches[:limit] if limit is not None else matches
+
+    def _bucket_members(
+        self, signatures: np.ndarray, max_bucket_size: int
+    ) -> tuple[dict[str, Any], dict[int, tuple[str, str | None, bytes]]]:
+        """The active banding and the stored rows of the documents sharing one of its buckets
+        with ``signatures`` (see Store.documents_in_buckets). One statement, with no
+        transaction around it, in the common case (a point query's time is mostly round
+        trips): the banding a query last used is assumed still active, and the lookup itself
+        checks that it is. An empty answer may mean a re-band replaced it, so the active
+        banding is read again and, if it changed, the lookup repeated with the new one."""
+        with self._statement() as connection:
+            active = self._active or self._active_banding(connection)
+            while True:
+                keys = lsh.band_keys(signatures, active["bands"], active["rows"])
+                found = self._store.documents_in_buckets(
+                    connection, active["id"], keys, max_bucket_size
+                )
+                latest = active if found else self._active_banding(connection)
+                if latest["id"] == active["id"]:
+                    break
+                active = latest
+        self._active = active
+        return active, found
 
     def _profiles(self, connection: Connection, ids: np.ndarray) -> tuple[Profiles, list[str]]:
         """Stored signatures (and shingle sets from stored text) of document ids, and their
@@ -1472,6 +1492,17 @@ class Index:
             if banding["is_active"]:
                 return banding
         raise SimindexError("the index has no active banding; run `simindex reband` to build one")
+
+    @contextmanager
+    def _statement(self) -> Iterator[Connection]:
+        """A connection for statements that are each consistent on their own (Store.statement);
+        a deferred index's first use creates it in a transaction instead."""
+        if self._pending is not None:
+            with self._transaction() as connection:
+                yield connection
+            return
+        with _database_errors(self._store), self._store.statement() as connection:
+            yield connection
 
     @contextmanager
     def _transaction(self, write: bool = False) -> Iterator[Connection]:

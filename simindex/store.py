@@ -289,6 +289,19 @@ class Store:
                 yield connection
 
     @contextmanager
+    def statement(self) -> Iterator[Connection]:
+        """A connection whose statements need no transaction around them: each sees one
+        snapshot and holds its locks (band_keys' among them) until it ends. On PostgreSQL it
+        is in autocommit, which saves the BEGIN and COMMIT round trips; SQLite's is a read
+        transaction as in read()."""
+        if self.dialect == "sqlite":
+            with self.read() as connection:
+                yield connection
+            return
+        with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as connection:
+            yield connection
+
+    @contextmanager
     def write(self) -> Iterator[Connection]:
         """A transaction that may write. Writers take turns, readers never wait: on SQLite
         through BEGIN IMMEDIATE, on PostgreSQL through a transaction-level advisory lock
@@ -629,7 +642,8 @@ class Store:
         (int64, (m, bands)): a point query's candidates, in one round trip. Of each bucket
         only the ``max_bucket_size`` lowest document ids (the earliest documents) are taken,
         each bucket read along the primary key up to the last of them: a hot bucket costs
-        that many rows, not its size."""
+        that many rows, not its size. Nothing when ``banding_id`` is not the active banding
+        (checked in the same statement, so in the same snapshot as the band keys)."""
         band, key, _ = _key_rows(keys)
         source, params = self._rows_source({"band": band, "key": key})
         last = (
@@ -646,8 +660,9 @@ class Store:
             "WHERE k.banding_id = :banding_id AND k.band = bucket.band "
             "AND k.key = bucket.key AND k.document_id <= bucket.last_id"
         )
+        active = "SELECT 1 FROM bandings WHERE id = :banding_id AND is_active"
         params = {**params, "banding_id": banding_id, "offset": max_bucket_size - 1}
-        return self._document_rows(connection, f"d.id IN ({members})", params)
+        return self._document_rows(connection, f"d.id IN ({members}) AND EXISTS ({active})", params)
 
     def text_sizes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
         """Bytes of stored text (0 when not kept) of each of the sorted document ids."""

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from simindex import Index, SignatureSpec, candidate_probability, normalize, shingle_sets
+from simindex import (
+    Index,
+    LowRecallWarning,
+    SignatureSpec,
+    candidate_probability,
+    normalize,
+    shingle_sets,
+)
 from simindex.errors import (
     DatabaseError,
     DuplicateIdError,
@@ -75,6 +84,24 @@ def test_query_text_and_query_id(db_url, news):
             index.query_id("nope")
         with pytest.raises(EmptyDocumentError):
             index.query("  \n ")
+
+
+def test_a_query_follows_a_reband_made_by_another_index_object(db_url, news):
+    """A point query reuses the banding it last used, checked in its lookup: after another
+    writer re-bands, the next query reads the new banding, whether the old one was dropped
+    or kept."""
+    text = dict((d[0], d[1]) for d in news)["n001"]
+    with Index.create(db_url) as writer, Index.open(db_url) as reader:
+        writer.add(news)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", LowRecallWarning)
+            before = [m.external_id for m in reader.query(text)]
+            writer.reband(40, 3, drop_old=True)
+            assert [m.external_id for m in reader.query(text)] == before
+        writer.reband(4, 32)  # the old banding keeps its band keys: the lookup must refuse it
+        with pytest.warns(LowRecallWarning, match=r"\(4 bands x 32 rows\)"):
+            reader.query(text)
+    assert before[0] == "n001"
 
 
 def test_query_then_insert_finds_the_batch_pairs(db_url, news):
