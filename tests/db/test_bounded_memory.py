@@ -236,3 +236,29 @@ def test_asking_which_ids_dedup_drops_reads_no_cluster_row_it_was_not_asked_abou
             steps = [row[-1] for row in plan]
     assert steps[0].startswith("SCAN wanted"), steps
     assert all(step.startswith("SEARCH") for step in steps[1:]), steps
+
+
+def test_a_large_write_to_sqlite_leaves_no_wal_and_no_pooled_connection(
+    tmp_path, news, monkeypatch
+):
+    """A SQLite WAL of WAL_RELEASE_BYTES or more is copied into the database after add(),
+    and the pool's connections (each mapping the WAL's index) are closed, the last one
+    removing the WAL file; a smaller one is left to SQLite's own checkpoints."""
+    path = tmp_path / "index.db"
+    wal = tmp_path / "index.db-wal"
+    with Index.create(path) as index:
+        index.add(news[:5])
+        assert wal.stat().st_size > 0 and index._store.engine.pool.checkedin() > 0
+        monkeypatch.setattr(simindex.store, "WAL_RELEASE_BYTES", 1)
+        index.add(news[5:])
+        assert not wal.exists()  # the last connection closed: SQLite removed it
+        assert index._store.engine.pool.checkedin() == 0
+        index.find_pairs(0.5)
+        assert _stored(index) == _stored_in_one(news, tmp_path / "whole.db")
+
+
+def _stored_in_one(news, path) -> dict[tuple[str, str], float]:
+    with Index.create(path) as index:
+        index.add(news)
+        index.find_pairs(0.5)
+        return _stored(index)
