@@ -292,18 +292,16 @@ class Store:
 
     def release_wal(self) -> None:
         """After a large write to SQLite: its WAL file holds every page the transaction wrote
-        (gigabytes for millions of documents) until the last connection closes, and each
-        pooled connection keeps the WAL's index mapped (17 MB at 4M documents, counted in
-        the process's memory). Copy the WAL into the database, truncate it and close the
-        pooled connections, so a long process (dedup, an ETL job) goes on without either."""
+        (gigabytes for millions of documents), and each pooled connection keeps the WAL's
+        index mapped (17 MB at 4M documents, counted in the process's memory). Close the
+        pooled connections: the mappings go, and the last connection to the database (unless
+        another process has it open) copies the WAL into it and removes the file. Never waits
+        for another process's readers, as a checkpoint that truncates would."""
         if self.dialect != "sqlite":
             return
         wal = f"{self.engine.url.database}-wal"
-        if not os.path.exists(wal) or os.path.getsize(wal) < WAL_RELEASE_BYTES:
-            return
-        with self.engine.connect() as connection:
-            connection.exec_driver_sql("PRAGMA wal_checkpoint(TRUNCATE)")
-        self.engine.dispose()
+        if os.path.exists(wal) and os.path.getsize(wal) >= WAL_RELEASE_BYTES:
+            self.engine.dispose()
 
     @contextmanager
     def statement(self) -> Iterator[Connection]:
