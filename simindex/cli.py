@@ -1731,7 +1731,7 @@ def run() -> None:
     signature on each run (about 0.1 s for all of them); only the one asked for is needed,
     so the others are left out (a name that is no command keeps them all, for the usage
     error and its suggestions)."""
-    _fewer_malloc_arenas()
+    _malloc_settings()
     wanted = _command_name(sys.argv[1:])
     named = {_registered_name(c): c for c in app.registered_commands}
     groups = {g.name: g for g in app.registered_groups}
@@ -1758,21 +1758,31 @@ def _registered_name(command: Any) -> str:
     return command.name or typer.main.get_command_name(command.callback.__name__)
 
 
-def _fewer_malloc_arenas() -> None:
-    """At most two glibc heap arenas (the reading and signing thread's, the database
-    writer's): glibc gives each thread that allocates an arena of its own (up to eight per
-    core), and freed batches stay resident in whichever one held them, which made `dedup`
-    (ingest and pairs in one process) grow past `ingest` alone (peak RSS per command:
-    benchmarks/bench_scale.py). A user's MALLOC_ARENA_MAX wins; other C libraries are left
-    alone."""
-    if "MALLOC_ARENA_MAX" in os.environ or not sys.platform.startswith("linux"):
+def _malloc_settings() -> None:
+    """glibc's malloc for a process that allocates batch after batch. At most two heap arenas
+    (the reading and signing thread's, the database writer's): glibc gives each thread that
+    allocates an arena of its own (up to eight per core), and freed batches stay resident in
+    whichever one held them. And every block of 4 MiB or more mapped on its own: glibc maps
+    blocks from 128 KiB, but raises that threshold to the size of each such block freed, so
+    later blocks up to 32 MiB come from the heap and stay resident once freed (a fixed
+    128 KiB saved a little more memory but tripled the page faults' system time). Both made
+    `dedup` (ingest and pairs in one process) grow past `ingest` and `pairs` alone (peak RSS
+    per command: benchmarks/bench_scale.py; the threshold: benchmarks/RESULTS.md, 2026-11-24
+    08:00-10:05). A user's MALLOC_ARENA_MAX or MALLOC_MMAP_THRESHOLD_ wins; other C
+    libraries are left alone."""
+    if not sys.platform.startswith("linux"):
         return
     import ctypes
 
     try:
-        ctypes.CDLL("libc.so.6").mallopt(_M_ARENA_MAX, 2)
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
     except (OSError, AttributeError):
-        pass  # not glibc
+        return  # not glibc
+    if "MALLOC_ARENA_MAX" not in os.environ:
+        mallopt(_M_ARENA_MAX, 2)
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        mallopt(_M_MMAP_THRESHOLD, 4 * 2**20)
 
 
 _M_ARENA_MAX = -8  # glibc's malloc.h
+_M_MMAP_THRESHOLD = -3

@@ -247,9 +247,10 @@ def test_the_entry_point_builds_only_the_command_asked_for(args, expected, tmp_p
     assert expected in result.stdout + result.stderr
 
 
-def test_the_entry_point_limits_glibc_to_two_heap_arenas(monkeypatch):
-    """Fewer arenas keep less freed memory resident (see cli._fewer_malloc_arenas); a user's
-    MALLOC_ARENA_MAX is left to glibc."""
+def test_the_entry_point_limits_glibc_arenas_and_keeps_its_mmap_threshold(monkeypatch):
+    """Two heap arenas, and blocks of 4 MiB or more always mapped on their own (see
+    cli._malloc_settings); a user's MALLOC_ARENA_MAX or MALLOC_MMAP_THRESHOLD_ is left to
+    glibc."""
     calls = []
 
     class Libc:
@@ -260,10 +261,13 @@ def test_the_entry_point_limits_glibc_to_two_heap_arenas(monkeypatch):
     monkeypatch.setattr(sys, "platform", "linux")
     monkeypatch.setattr("ctypes.CDLL", lambda name: Libc())
     monkeypatch.delenv("MALLOC_ARENA_MAX", raising=False)
-    cli._fewer_malloc_arenas()
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    cli._malloc_settings()
+    assert calls == [(-8, 2), (-3, 4194304)]
     monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
-    cli._fewer_malloc_arenas()
-    assert calls == [(-8, 2)]
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
+    cli._malloc_settings()
+    assert calls == [(-8, 2), (-3, 4194304)]
 
 
 # The resident MiB of llvmlite's library in this process (LLVM, which numba compiles with).
