@@ -500,7 +500,6 @@ class Index:
             for writer in call.writers.values():
                 writer.finish()
             call.result.total = self._store.document_count(connection)
-        self._store.release_wal()
         if find_duplicates is not None and call.active is not None:
             call.result.expected_recall = _expected_recall(
                 call.active, find_duplicates, self.spec.num_perm

@@ -51,10 +51,11 @@ WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simin
 _SECRET_PARAMETERS = {"password", "sslpassword"}
 # The analysts' views the migrations create (docs/sql.md).
 _VIEWS = {"similar_pairs", "document_clusters", "cluster_sizes", "bucket_sizes"}
+# A SQLite WAL file at least this large after a write transaction: the pooled connections
+# are closed (see Store._release_wal).
+WAL_RELEASE_BYTES = 64 * 2**20
 # Dropping a retired banding's partition makes new queries queue behind it: each attempt
 # gives up after this long, and so many attempts are made, this far apart.
-# A SQLite WAL file at least this large is checkpointed and truncated after the write.
-WAL_RELEASE_BYTES = 64 * 2**20
 DROP_LOCK_TIMEOUT_MS = 200
 DROP_ATTEMPTS = 5
 DROP_PAUSE = 0.5
@@ -290,7 +291,7 @@ class Store:
                         # no index here yet: nothing to protect
                 yield connection
 
-    def release_wal(self) -> None:
+    def _release_wal(self) -> None:
         """After a large write to SQLite: its WAL file holds every page the transaction wrote
         (gigabytes for millions of documents), and each pooled connection keeps the WAL's
         index mapped (17 MB at 4M documents, counted in the process's memory). Close the
@@ -324,7 +325,8 @@ class Store:
         found while documents arrive stay consistent). A writer that has to wait says for
         whom (logged), and gives up after ``lock_timeout`` seconds with a DatabaseError.
         Afterwards, PostgreSQL partitions of retired bandings are dropped if they can be
-        at once (see drop_retired_bandings)."""
+        at once (see drop_retired_bandings), and a large SQLite WAL is let go (see
+        _release_wal)."""
         with self.engine.connect() as connection:
             connection = connection.execution_options(simindex_write=True)
             with self._begin_write(connection):
@@ -332,6 +334,7 @@ class Store:
                     self._take_writer_lock(connection)
                 yield connection
         self.drop_retired_bandings(attempts=1)
+        self._release_wal()
 
     def _begin_write(self, connection: Connection) -> sa.RootTransaction:
         if self.dialect == "postgresql":

@@ -241,9 +241,9 @@ def test_asking_which_ids_dedup_drops_reads_no_cluster_row_it_was_not_asked_abou
 def test_a_large_write_to_sqlite_leaves_no_wal_and_no_pooled_connection(
     tmp_path, news, monkeypatch
 ):
-    """After add() leaves a SQLite WAL of WAL_RELEASE_BYTES or more, the pool's connections
-    (each mapping the WAL's index) are closed, and the last one copies the WAL into the
-    database and removes it; a smaller one is left to SQLite's own checkpoints."""
+    """After a write (here add()) leaves a SQLite WAL of WAL_RELEASE_BYTES or more, the
+    pool's connections (each mapping the WAL's index) are closed, and the last one copies the
+    WAL into the database and removes it; a smaller one is left to SQLite's own checkpoints."""
     path = tmp_path / "index.db"
     wal = tmp_path / "index.db-wal"
     with Index.create(path) as index:
