@@ -922,22 +922,26 @@ class Store:
         )
         return joined, {**params, "banding_id": banding_id}
 
-    def _rows_source(self, columns: dict[str, np.ndarray]) -> tuple[str, dict[str, Any]]:
-        """A FROM item named ``wanted`` whose rows are the given integer columns, and its bound
-        parameters: unnest() of arrays on PostgreSQL, json_each() on SQLite. One parameter
-        per column however many rows, so no statement is chunked or compiled per size;
-        SQLite's CROSS JOIN (in the callers) makes these rows the outer loop."""
+    def _rows_source(
+        self, columns: dict[str, Sequence[Any]], sql_type: str = "BIGINT"
+    ) -> tuple[str, dict[str, Any]]:
+        """A FROM item named ``wanted`` whose rows are the given columns (integers, or values
+        of ``sql_type``), and its bound parameters: unnest() of arrays on PostgreSQL,
+        json_each() on SQLite. One parameter per column however many rows, so no statement
+        is chunked or compiled per size; SQLite's CROSS JOIN (in the callers) makes these
+        rows the outer loop."""
         names = list(columns)
+        values = [np.asarray(column) for column in columns.values()]
         if self.dialect == "postgresql":
-            arrays = ", ".join(f"CAST(:{name} AS BIGINT[])" for name in names)
+            arrays = ", ".join(f"CAST(:{name} AS {sql_type}[])" for name in names)
             return (
                 f"unnest({arrays}) AS wanted({', '.join(names)})",
-                {name: values.tolist() for name, values in columns.items()},
+                {name: column.tolist() for name, column in zip(names, values, strict=True)},
             )
         fields = ", ".join(
             f"json_extract(value, '$[{i}]') AS {name}" for i, name in enumerate(names)
         )
-        rows = json.dumps(np.column_stack(list(columns.values())).tolist())
+        rows = json.dumps(np.column_stack(values).tolist())
         return f"(SELECT {fields} FROM json_each(:wanted)) AS wanted", {"wanted": rows}
 
     # -- pairs -----------------------------------------------------------------------------
@@ -1040,17 +1044,11 @@ class Store:
         # The asked ids drive the join (SQLite's CROSS JOIN keeps this order), each found
         # through external_id's index: else SQLite scans every cluster row once per call,
         # which made `dedup` quadratic (benchmarks/RESULTS.md, 2026-11-24 05:38-07:15).
-        if self.dialect == "postgresql":
-            wanted, params = (
-                "unnest(CAST(:asked AS TEXT[])) AS wanted(value)",
-                {"asked": external_ids},
-            )
-        else:
-            wanted, params = "json_each(:asked) AS wanted", {"asked": json.dumps(external_ids)}
+        wanted, params = self._rows_source({"external_id": external_ids}, "TEXT")
         rows = connection.execute(
             sa.text(
                 f"SELECT d.external_id FROM {wanted} CROSS JOIN documents d "
-                "CROSS JOIN clusters c WHERE d.external_id = wanted.value "
+                "CROSS JOIN clusters c WHERE d.external_id = wanted.external_id "
                 "AND c.banding_id = :banding_id AND c.document_id = d.id "
                 "AND c.cluster_id <> c.document_id"
             ),
