@@ -123,12 +123,15 @@ band_keys = Table(
     postgresql_partition_by="LIST (banding_id)",
 )
 
+# No foreign keys to documents (pairs and clusters): a per-row check that locks the document
+# costs more than writing the row (see migration 0004); Store.delete_documents deletes a
+# document's pairs and cluster rows itself.
 pairs = Table(
     "pairs",
     metadata,
     Column("banding_id", Integer, ForeignKey("bandings.id", ondelete="CASCADE"), primary_key=True),
-    Column("doc_a", DocumentId, ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True),
-    Column("doc_b", DocumentId, ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True),
+    Column("doc_a", DocumentId, primary_key=True),
+    Column("doc_b", DocumentId, primary_key=True),
     Column("estimated_jaccard", Float, nullable=False),
     Column("exact_jaccard", Float),
     Column("found_at", DateTime(timezone=True), nullable=False, server_default=func.now()),
@@ -140,12 +143,7 @@ clusters = Table(
     "clusters",
     metadata,
     Column("banding_id", Integer, ForeignKey("bandings.id", ondelete="CASCADE"), primary_key=True),
-    Column(
-        "document_id",
-        DocumentId,
-        ForeignKey("documents.id", ondelete="CASCADE"),
-        primary_key=True,
-    ),
+    Column("document_id", DocumentId, primary_key=True),
     # The document id of the cluster's representative (so it names the cluster).
     Column("cluster_id", DocumentId, nullable=False),
     Index("ix_clusters_banding_id_cluster_id", "banding_id", "cluster_id"),

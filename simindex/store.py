@@ -612,6 +612,28 @@ class Store:
         )
         return {int(i): bytes(blob) for i, blob in rows}
 
+    def signatures_and_text_sizes(
+        self, connection: Connection, ids: np.ndarray
+    ) -> tuple[list[bytes], np.ndarray]:
+        """The signature blobs and bytes of stored text (0 when not kept) of sorted document
+        ids, in their order: what verification reads first, in one query."""
+        among, params = self._among(ids.tolist(), "BIGINT")
+        rows = connection.execute(
+            sa.text(
+                f"SELECT s.minhashes, coalesce({self._text_bytes}, 0) FROM signatures s "
+                f"JOIN documents d ON d.id = s.document_id WHERE s.document_id {among} "
+                "ORDER BY s.document_id"
+            ),
+            params,
+        ).all()
+        if len(rows) != ids.shape[0]:
+            raise DatabaseError(
+                f"{ids.shape[0] - len(rows)} of {ids.shape[0]} documents or their signatures "
+                "are missing: run `simindex check`"
+            )
+        sizes = np.fromiter((size for _, size in rows), dtype=np.int64, count=len(rows))
+        return [bytes(blob) for blob, _ in rows], sizes
+
     def texts_of(self, connection: Connection, ids: np.ndarray) -> dict[int, str | None]:
         """id -> stored text (None when not kept) of document ids."""
         among, params = self._among(ids.tolist(), "BIGINT")
@@ -682,14 +704,21 @@ class Store:
         params = {**params, "banding_id": banding_id, "offset": max_bucket_size - 1}
         return self._document_rows(connection, f"d.id IN ({members}) AND EXISTS ({active})", params)
 
+    @property
+    def _text_bytes(self) -> str:
+        """SQL for the bytes of a documents row's text (NULL when not kept)."""
+        if self.dialect == "postgresql":
+            return "octet_length(text)"
+        return "length(CAST(text AS BLOB))"
+
     def text_sizes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
         """Bytes of stored text (0 when not kept) of each of the sorted document ids."""
         among, params = self._among(ids.tolist(), "BIGINT")
-        size = (
-            "octet_length(text)" if self.dialect == "postgresql" else "length(CAST(text AS BLOB))"
-        )
         rows = connection.execute(
-            sa.text(f"SELECT id, coalesce({size}, 0) FROM documents WHERE id {among} ORDER BY id"),
+            sa.text(
+                f"SELECT id, coalesce({self._text_bytes}, 0) FROM documents "
+                f"WHERE id {among} ORDER BY id"
+            ),
             params,
         ).all()
         found = _int_rows(rows, 2)
@@ -846,19 +875,17 @@ class Store:
         Yields chunks as (members, offsets): bucket i of a chunk holds document ids
         ``members[offsets[i]:offsets[i + 1]]``.
         """
-        aggregate = "array_agg" if self.dialect == "postgresql" else "group_concat"
+        if touching is None and self.dialect == "postgresql":
+            yield from self._copied_buckets(connection, banding_id, chunk_size)
+            return
         if touching is None:
             params: dict[str, Any] = {"banding_id": banding_id}
             statement = (
-                f"SELECT {aggregate}(document_id) FROM band_keys WHERE banding_id = :banding_id "
+                "SELECT group_concat(document_id) FROM band_keys WHERE banding_id = :banding_id "
                 "GROUP BY band, key HAVING count(*) > 1"
             )
-            if self.dialect == "postgresql":
-                # Walk the primary key in order (a streaming GroupAggregate): a hash
-                # aggregate or a sort of every row spills to disk at small work_mem.
-                connection.exec_driver_sql("SET LOCAL enable_hashagg = off")
-                connection.exec_driver_sql("SET LOCAL enable_sort = off")
         else:
+            aggregate = "array_agg" if self.dialect == "postgresql" else "group_concat"
             band, key, _ = _key_rows(touching)
             wanted = np.unique(np.column_stack((band, key)), axis=0)  # each bucket once
             joined, params = self._sharing_buckets(
@@ -873,9 +900,6 @@ class Store:
             params,
             execution_options={"stream_results": True, "yield_per": chunk_size},
         )
-        if self.dialect == "postgresql" and touching is None:
-            connection.exec_driver_sql("RESET enable_hashagg")
-            connection.exec_driver_sql("RESET enable_sort")
         for partition in result.partitions(chunk_size):
             groups = [g if isinstance(g, list) else g.split(",") for (g,) in partition]
             sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
@@ -885,6 +909,32 @@ class Store:
                 (int(d) for g in groups for d in g), dtype=np.int64, count=int(offsets[-1])
             )
             yield members, offsets
+
+    def _copied_buckets(
+        self, connection: Connection, banding_id: int, chunk_size: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """PostgreSQL's iter_buckets of a whole banding, by COPY ... TO STDOUT: the server
+        groups the next buckets while these are parsed (a cursor's FETCH would make each side
+        wait for the other), and numpy parses the arrays' text, not Python."""
+        run = connection.exec_driver_sql
+        # Walk the primary key in order (a streaming GroupAggregate): a hash aggregate or a
+        # sort of every row spills to disk at small work_mem.
+        run("SET LOCAL enable_hashagg = off")
+        run("SET LOCAL enable_sort = off")
+        statement = (
+            "COPY (SELECT array_agg(document_id) FROM band_keys "
+            f"WHERE banding_id = {int(banding_id)} GROUP BY band, key HAVING count(*) > 1) "
+            "TO STDOUT"
+        )
+        cursor = connection.connection.dbapi_connection.cursor()
+        try:
+            with cursor.copy(statement) as copy:
+                while rows := list(itertools.islice(copy, chunk_size)):
+                    yield _parse_id_arrays(b"".join(rows))
+        finally:
+            cursor.close()
+            run("RESET enable_hashagg")
+            run("RESET enable_sort")
 
     def lookup(
         self, connection: Connection, banding_id: int, keys: np.ndarray
@@ -1134,11 +1184,19 @@ class Store:
         return np.array(sorted(ids), dtype=np.int64)
 
     def delete_documents(self, connection: Connection, ids: np.ndarray) -> None:
-        """Documents and their signatures; pairs and cluster rows go by cascade (band keys:
-        see :meth:`delete_band_keys`)."""
-        for chunk in _chunks(ids.tolist(), MAX_PARAMS):
-            connection.execute(signatures.delete().where(signatures.c.document_id.in_(chunk)))
-            connection.execute(documents.delete().where(documents.c.id.in_(chunk)))
+        """Documents with their signatures, pairs and cluster rows (no foreign key cascades
+        to them; band keys: see :meth:`delete_band_keys`). A banding id leads every index of
+        pairs and clusters, so each statement names all bandings, to be an index look-up."""
+        among, params = self._among(ids.tolist(), "BIGINT")
+        every_banding = "banding_id IN (SELECT id FROM bandings)"
+        for statement in (
+            f"DELETE FROM pairs WHERE {every_banding} AND doc_a {among}",
+            f"DELETE FROM pairs WHERE {every_banding} AND doc_b {among}",
+            f"DELETE FROM clusters WHERE {every_banding} AND document_id {among}",
+            f"DELETE FROM signatures WHERE document_id {among}",
+            f"DELETE FROM documents WHERE id {among}",
+        ):
+            connection.execute(sa.text(statement), params)
 
     def delete_band_keys(
         self, connection: Connection, banding_id: int, document_ids: np.ndarray, keys: np.ndarray
@@ -1185,6 +1243,20 @@ class Store:
         stray = unmatched(signatures, signatures.c.document_id, documents, documents.c.id)
         if stray:
             problems.append(f"{stray} signature(s) belong to no document")
+
+        def missing(column: sa.Column) -> sa.ColumnElement[bool]:
+            return ~sa.exists().where(documents.c.id == column)
+
+        stray = connection.scalar(
+            select(func.count())
+            .select_from(pairs)
+            .where(missing(pairs.c.doc_a) | missing(pairs.c.doc_b))
+        )
+        if stray:
+            problems.append(f"{stray} pair(s) name a document that is not indexed")
+        stray = unmatched(clusters, clusters.c.document_id, documents, documents.c.id)
+        if stray:
+            problems.append(f"{stray} cluster row(s) name a document that is not indexed")
         all_bandings = self.bandings(connection)
         active = [b for b in all_bandings if b["is_active"]]
         if len(active) != 1:
@@ -1529,6 +1601,8 @@ class BandKeyWriter:
 
 _PG_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, extension length
 _PG_BINARY_TRAILER = b"\xff\xff"
+# An integer array's text ({1,2}) to the numbers alone, split by spaces.
+_ARRAY_TEXT_SEPARATORS = bytes.maketrans(b"{},\n", b"    ")
 _BAND_KEY_TUPLE = np.dtype(
     [
         ("fields", ">i2"),
@@ -1853,6 +1927,18 @@ def _seconds(value: float | timedelta) -> str:
     """A duration (seconds or a timedelta) for messages: '2.5 s'."""
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
     return f"{seconds:.3g} s"
+
+
+def _parse_id_arrays(text: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Lines of integer arrays in PostgreSQL's text format (b"{3,5}\\n{1,2,9}\\n") as
+    (members, offsets): array i holds ``members[offsets[i]:offsets[i + 1]]``."""
+    chars = np.frombuffer(text, dtype=np.uint8)
+    line_ends = np.flatnonzero(chars == ord("\n"))
+    commas = np.flatnonzero(chars == ord(","))
+    offsets = np.zeros(line_ends.shape[0] + 1, dtype=np.int64)
+    offsets[1:] = np.searchsorted(commas, line_ends) + np.arange(1, line_ends.shape[0] + 1)
+    members = np.fromstring(text.translate(_ARRAY_TEXT_SEPARATORS), dtype=np.int64, sep=" ")
+    return members, offsets
 
 
 def _int_rows(rows: Sequence[Sequence[int]], columns: int) -> np.ndarray:

@@ -113,3 +113,41 @@ def test_0003_adds_the_neighbors_view_and_its_downgrade_removes_it(db_url, news)
     with engine.connect() as connection:
         assert len(connection.exec_driver_sql(neighbors).all()) == 2
     engine.dispose()
+
+
+def test_0004_drops_the_foreign_keys_to_documents_and_its_downgrade_restores_them(db_url, news):
+    with Index.create(db_url) as index:
+        index.add([news[1], ("n002-copy", news[1][1]), news[2]])
+        index.find_pairs()
+        index.cluster()
+    engine = create_engine(database_url(db_url))
+
+    def document_keys(connection: sa.Connection) -> set[tuple[str, str]]:
+        inspector = sa.inspect(connection)
+        return {
+            (table, key["name"])
+            for table in ("pairs", "clusters")
+            for key in inspector.get_foreign_keys(table)
+            if key["referred_table"] == "documents"
+        }
+
+    kept = "SELECT (SELECT count(*) FROM neighbors), (SELECT count(*) FROM clusters)"
+    with engine.begin() as connection:
+        assert document_keys(connection) == set()
+        command.downgrade(migrate._config(connection), "0003")
+        assert document_keys(connection) == {
+            ("pairs", "fk_pairs_doc_a_documents"),
+            ("pairs", "fk_pairs_doc_b_documents"),
+            ("clusters", "fk_clusters_document_id_documents"),
+        }
+        assert connection.exec_driver_sql(kept).one() == (2, 2)
+    with engine.begin() as connection:
+        assert migrate.upgrade(connection) == ("0003", migrate.HEAD_REVISION)
+        assert document_keys(connection) == set()
+        assert connection.exec_driver_sql(kept).one() == (2, 2)
+    engine.dispose()
+    with Index.open(db_url) as index:
+        assert index.check() == []
+        index.delete(["n002"])
+        assert list(index.pairs()) == []
+        assert index.check() == []

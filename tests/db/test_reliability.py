@@ -45,9 +45,14 @@ def _count(url: str) -> int:
 def test_check_finds_damage(db_url, news):
     with Index.create(db_url) as index:
         index.add(news)
+        index.find_pairs()
+        index.cluster()
         assert index.check() == []
     engine = sa.create_engine(database_url(db_url))
     with engine.begin() as connection:
+        connection.exec_driver_sql("INSERT INTO pairs VALUES (1, 3, 997, 0.9, 0.9, '2026-01-01')")
+        connection.exec_driver_sql("INSERT INTO pairs VALUES (1, 996, 997, 0.9, 0.9, '2026-01-01')")
+        connection.exec_driver_sql("INSERT INTO clusters VALUES (1, 996, 3)")
         connection.exec_driver_sql("DELETE FROM band_keys WHERE document_id = 5 AND band = 3")
         connection.exec_driver_sql("DELETE FROM signatures WHERE document_id = 7")
         connection.exec_driver_sql("INSERT INTO band_keys VALUES (1, 0, 123, 999)")
@@ -59,6 +64,8 @@ def test_check_finds_damage(db_url, news):
         assert index.check() == [
             "1 document(s) have no signature",
             "1 signature(s) belong to no document",
+            "2 pair(s) name a document that is not indexed",
+            "1 cluster row(s) name a document that is not indexed",
             "banding 1 (20 x 5): 0 document(s) have no band keys, 1 an incomplete set",
             "banding 1 (20 x 5): 1 band keys belong to no document",
         ]

@@ -6,6 +6,7 @@ from simindex import SignatureSpec, shingle_sets
 from simindex.candidates import bucket_pairs, collect, group_keys
 from simindex.exact import rank_tokens, similar_pairs
 from simindex.shingle import ShingleSets
+from simindex.store import _parse_id_arrays
 from simindex.verify import exact_jaccard
 
 
@@ -97,3 +98,14 @@ def test_collect_keeps_ids_up_to_2_63_apart_distinct():
     doc_a, doc_b = candidates.arrays()
     pairs = list(zip(doc_a.tolist(), doc_b.tolist()))
     assert pairs == [(7, 2**31), (7, 2**40), (7, top), (2**31, 2**40), (2**31, top), (2**40, top)]
+
+
+def test_bucket_arrays_in_postgresql_text_parse_to_members_and_offsets():
+    """The COPY text of array_agg(document_id) per bucket (Store._copied_buckets), ids up to
+    2**63 - 1."""
+    text = b"{9223372036854775807,1099511627776}\n{5,6,7}\n{3,4}\n"
+    members, offsets = _parse_id_arrays(text)
+    assert members.tolist() == [2**63 - 1, 2**40, 5, 6, 7, 3, 4]
+    assert offsets.tolist() == [0, 2, 5, 7]
+    members, offsets = _parse_id_arrays(b"")
+    assert members.size == 0 and offsets.tolist() == [0]
