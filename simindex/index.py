@@ -943,8 +943,7 @@ class Index:
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
             for block_a, block_b, signed in self._plausible(connection, doc_a, doc_b, threshold):
-                ids, _, sizes = signed
-                for lo, hi in self._sized_spans(block_a, block_b, ids, sizes, text_bytes):
+                for lo, hi in self._text_spans(connection, block_a, block_b, text_bytes):
                     a, b = block_a[lo:hi], block_b[lo:hi]
                     documents = self._chunk_documents(connection, a, b, signed)
                     done = comparing.result() if comparing else None
@@ -956,11 +955,11 @@ class Index:
 
     def _plausible(
         self, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, threshold: float
-    ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
-        """The pairs, ESTIMATED_PAIRS at a time, with the (sorted ids, signatures, bytes of
-        text) of their documents, less the pairs whose signature estimate rules out an exact
-        similarity >= threshold (see verify.estimate_floor): their texts are never read.
-        Without kept text the estimate is the verdict, so all pass."""
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]]:
+        """The pairs, ESTIMATED_PAIRS at a time, with the (sorted ids, signatures) of their
+        documents, less the pairs whose signature estimate rules out an exact similarity >=
+        threshold (see verify.estimate_floor): their texts are never read. Without kept text
+        the estimate is the verdict, so all pass."""
         from simindex.minhash import estimate_jaccard, unpack
         from simindex.verify import estimate_floor
 
@@ -968,27 +967,27 @@ class Index:
         for start in range(0, doc_a.size, ESTIMATED_PAIRS):
             a, b = doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS]
             ids = np.unique(np.concatenate((a, b)))
-            blobs, sizes = self._store.signatures_and_text_sizes(connection, ids)
-            signatures = unpack(blobs, self.spec.num_perm)
+            found = self._store.signatures_of(connection, ids)
+            signatures = unpack([found[int(i)] for i in ids], self.spec.num_perm)
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor
                 a, b = a[keep], b[keep]
-            yield a, b, (ids, signatures, sizes)
+            yield a, b, (ids, signatures)
 
     def _chunk_documents(
         self,
         connection: Connection,
         a: np.ndarray,
         b: np.ndarray,
-        signed: tuple[np.ndarray, np.ndarray, np.ndarray],
+        signed: tuple[np.ndarray, np.ndarray],
     ) -> Any:
         """The documents of the pairs (a[i], b[i]) as a stages documents batch: signatures
-        from ``signed`` (see _plausible: read already), texts read here."""
+        from ``signed`` (sorted ids and their signatures, read already), texts read here."""
         from simindex import stages
 
         ids = np.unique(np.concatenate((a, b)))
-        signed_ids, signatures, _ = signed
+        signed_ids, signatures = signed
         texts = None
         if self.keep_text:
             found = self._store.texts_of(connection, ids)
@@ -1027,30 +1026,22 @@ class Index:
         self, connection: Connection, a: np.ndarray, b: np.ndarray, text_bytes: int
     ) -> Iterator[tuple[int, int]]:
         """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
-        ``text_bytes`` of text (see _sized_spans), their sizes read SIZED_PAIRS at a time."""
+        ``text_bytes`` of text (a signature counts as its bytes; one pair at least). A run
+        of equal a[i] counts a's text once, so pairs sorted by a make fewer ranges."""
+        from simindex.chunking import spans
+
+        signature_bytes = 4 * self.spec.num_perm
         for start in range(0, a.size, SIZED_PAIRS):
             block_a, block_b = a[start : start + SIZED_PAIRS], b[start : start + SIZED_PAIRS]
             ids = np.unique(np.concatenate((block_a, block_b)))
-            sizes = (
-                self._store.text_sizes(connection, ids) if self.keep_text else np.zeros_like(ids)
-            )
-            for lo, hi in self._sized_spans(block_a, block_b, ids, sizes, text_bytes):
+            sizes = np.full(ids.shape, signature_bytes, dtype=np.int64)
+            if self.keep_text:
+                sizes += self._store.text_sizes(connection, ids)
+            first_of_a = np.r_[True, block_a[1:] != block_a[:-1]]
+            cost = sizes[np.searchsorted(ids, block_b)]
+            cost += sizes[np.searchsorted(ids, block_a)] * first_of_a
+            for lo, hi in spans(np.cumsum(cost), text_bytes):
                 yield start + lo, start + hi
-
-    def _sized_spans(
-        self, a: np.ndarray, b: np.ndarray, ids: np.ndarray, sizes: np.ndarray, text_bytes: int
-    ) -> Iterator[tuple[int, int]]:
-        """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
-        ``text_bytes`` of text (``sizes``: bytes of text of the sorted ``ids``; a signature
-        counts as its bytes; one pair at least). A run of equal a[i] counts a's text once,
-        so pairs sorted by a make fewer ranges."""
-        from simindex.chunking import spans
-
-        sizes = sizes + 4 * self.spec.num_perm
-        first_of_a = np.r_[True, a[1:] != a[:-1]]
-        cost = sizes[np.searchsorted(ids, b)]
-        cost += sizes[np.searchsorted(ids, a)] * first_of_a
-        return spans(np.cumsum(cost), text_bytes)
 
     def pairs(self, threshold: float | None = None) -> Iterator[Pair]:
         """Stored pairs of the active banding with similarity >= threshold, best first.

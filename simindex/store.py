@@ -612,28 +612,6 @@ class Store:
         )
         return {int(i): bytes(blob) for i, blob in rows}
 
-    def signatures_and_text_sizes(
-        self, connection: Connection, ids: np.ndarray
-    ) -> tuple[list[bytes], np.ndarray]:
-        """The signature blobs and bytes of stored text (0 when not kept) of sorted document
-        ids, in their order: what verification reads first, in one query."""
-        among, params = self._among(ids.tolist(), "BIGINT")
-        rows = connection.execute(
-            sa.text(
-                f"SELECT s.minhashes, coalesce({self._text_bytes}, 0) FROM signatures s "
-                f"JOIN documents d ON d.id = s.document_id WHERE s.document_id {among} "
-                "ORDER BY s.document_id"
-            ),
-            params,
-        ).all()
-        if len(rows) != ids.shape[0]:
-            raise DatabaseError(
-                f"{ids.shape[0] - len(rows)} of {ids.shape[0]} documents or their signatures "
-                "are missing: run `simindex check`"
-            )
-        sizes = np.fromiter((size for _, size in rows), dtype=np.int64, count=len(rows))
-        return [bytes(blob) for blob, _ in rows], sizes
-
     def texts_of(self, connection: Connection, ids: np.ndarray) -> dict[int, str | None]:
         """id -> stored text (None when not kept) of document ids."""
         among, params = self._among(ids.tolist(), "BIGINT")
@@ -704,21 +682,14 @@ class Store:
         params = {**params, "banding_id": banding_id, "offset": max_bucket_size - 1}
         return self._document_rows(connection, f"d.id IN ({members}) AND EXISTS ({active})", params)
 
-    @property
-    def _text_bytes(self) -> str:
-        """SQL for the bytes of a documents row's text (NULL when not kept)."""
-        if self.dialect == "postgresql":
-            return "octet_length(text)"
-        return "length(CAST(text AS BLOB))"
-
     def text_sizes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
         """Bytes of stored text (0 when not kept) of each of the sorted document ids."""
         among, params = self._among(ids.tolist(), "BIGINT")
+        size = (
+            "octet_length(text)" if self.dialect == "postgresql" else "length(CAST(text AS BLOB))"
+        )
         rows = connection.execute(
-            sa.text(
-                f"SELECT id, coalesce({self._text_bytes}, 0) FROM documents "
-                f"WHERE id {among} ORDER BY id"
-            ),
+            sa.text(f"SELECT id, coalesce({size}, 0) FROM documents WHERE id {among} ORDER BY id"),
             params,
         ).all()
         found = _int_rows(rows, 2)
