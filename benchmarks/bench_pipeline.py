@@ -403,7 +403,7 @@ def step_cli(args: list[str], profile_to: str | None = None) -> dict:
     interpreter start-up, imports and the schema check count), timed from outside. Returns
     its wall seconds, CPU seconds and peak RSS, and the figures it printed (see _CLI_FIGURES).
     ``profile_to``: run it under pyinstrument, writing the text profile there."""
-    runner = [sys.executable, "-m"]
+    runner = [sys.executable, "-P", "-m"]  # -P: the measured simindex, not the cwd's
     if profile_to:
         runner += [
             "pyinstrument",

@@ -66,7 +66,7 @@ from bench_pipeline import (  # noqa: E402 (the sibling script: corpus generator
 )
 
 REPO = Path(__file__).resolve().parents[1]
-SIMINDEX = [sys.executable, "-m", "simindex"]
+SIMINDEX = [sys.executable, "-P", "-m", "simindex"]  # -P: not the simindex of the cwd
 PICTURE = REPO / "benchmarks" / "scale.png"
 SEED = 20240601
 CORPUS_BYTES, PG_BYTES, SQLITE_BYTES = 480, 4_200, 2_800  # per document, measured at 400k
