@@ -2,8 +2,9 @@
 
 Each was a per-row trigger on every pair and cluster row written: on PostgreSQL a look-up of
 the document that also locks its row (FOR KEY SHARE), which dirties and WAL-logs a
-documents page per check. Storing a full rebuild's 52,301 pairs at 400k documents took
-2.0 s with them and 0.6 s without. Pairs and clusters are written only from band keys of
+documents page per check. At 400k documents on PostgreSQL, bench_scale's `clusters` step (which
+writes cluster rows and nothing else changed) took 2.9 s and 2.6 s with them, 1.5-1.8 s without
+(benchmarks/RESULTS.md, 2026-11-24 11:00-12:35). Pairs and clusters are written only from band keys of
 stored documents, in the transaction that reads them; simindex deletes a document's pairs
 and cluster rows itself (Store.delete_documents), as it does its signature (0002), and
 `simindex check` counts any strays. The foreign keys to bandings stay: a banding's rows go
@@ -24,32 +25,29 @@ down_revision = "0003"
 branch_labels = None
 depends_on = None
 
-# (table, constraint, column) of each foreign key to documents.id.
-DOCUMENT_KEYS = [
-    ("pairs", "fk_pairs_doc_a_documents", "doc_a"),
-    ("pairs", "fk_pairs_doc_b_documents", "doc_b"),
-    ("clusters", "fk_clusters_document_id_documents", "document_id"),
-]
+# Per table, (constraint, column) of each foreign key to documents.id.
+DOCUMENT_KEYS = {
+    "pairs": [("fk_pairs_doc_a_documents", "doc_a"), ("fk_pairs_doc_b_documents", "doc_b")],
+    "clusters": [("fk_clusters_document_id_documents", "document_id")],
+}
 
 
 def upgrade() -> None:
     with _views_left_alone():
-        for table_name in ("pairs", "clusters"):
+        for table_name, keys in DOCUMENT_KEYS.items():
             with op.batch_alter_table(table_name) as table:  # SQLite rebuilds the table
-                for table_of, constraint, _ in DOCUMENT_KEYS:
-                    if table_of == table_name:
-                        table.drop_constraint(constraint, type_="foreignkey")
+                for constraint, _ in keys:
+                    table.drop_constraint(constraint, type_="foreignkey")
 
 
 def downgrade() -> None:
     with _views_left_alone():
-        for table_name in ("pairs", "clusters"):
+        for table_name, keys in DOCUMENT_KEYS.items():
             with op.batch_alter_table(table_name) as table:
-                for table_of, constraint, column in DOCUMENT_KEYS:
-                    if table_of == table_name:
-                        table.create_foreign_key(
-                            constraint, "documents", [column], ["id"], ondelete="CASCADE"
-                        )
+                for constraint, column in keys:
+                    table.create_foreign_key(
+                        constraint, "documents", [column], ["id"], ondelete="CASCADE"
+                    )
 
 
 @contextmanager
