@@ -9,11 +9,13 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from simindex import Index, cli, kernels
+from tests.conftest import NEWS
 
 HEAVY = ("numba", "numpy", "sqlalchemy", "psycopg", "alembic", "pyarrow", "pyspark")
 # What a command that only reads the database needs not: the kernels' compiler, the stages'
@@ -268,6 +270,39 @@ def test_the_entry_point_limits_glibc_arenas_and_keeps_its_mmap_threshold(monkey
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
     cli._malloc_settings()
     assert calls == [(-8, 2), (-3, 4194304)]
+
+
+# The console script's process settings, read as the process ends (after cli.run's own exit
+# handler, which freezes the objects still alive).
+SETTINGS_PROBE = """
+import atexit, gc, os, sys
+from simindex import cli
+atexit.register(lambda: print("settings:", gc.get_threshold()[0], os.environ.get("OPENBLAS_NUM_THREADS")))
+sys.argv = ["simindex", *sys.argv[1:]]
+cli.run()
+"""
+
+
+@pytest.mark.parametrize(("blas_threads", "expected"), [(None, "1"), ("3", "3")])
+def test_the_entry_point_collects_rarely_and_still_closes_the_index(
+    tmp_path, stamped, blas_threads, expected
+):
+    """A collection every 20,000 new objects, one OpenBLAS thread unless the user says
+    otherwise, and the objects alive at exit frozen: the index is closed before that, so
+    SQLite's write-ahead log is folded into the database file and removed as usual."""
+    env = {k: v for k, v in stamped.items() if k != "OPENBLAS_NUM_THREADS"}
+    if blas_threads:
+        env["OPENBLAS_NUM_THREADS"] = blas_threads
+    db = tmp_path / "i.db"
+    for args in (["ingest", str(NEWS), "--db", str(db)], ["pairs", "--db", str(db)]):
+        result = subprocess.run(
+            [sys.executable, "-c", SETTINGS_PROBE, *args], env=env, capture_output=True, text=True
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.splitlines()[-1] == f"settings: 20000 {expected}"
+        assert not Path(f"{db}-wal").exists()
+    with Index.open(str(db)) as index:
+        assert index.stats()["documents"] == 100 and list(index.pairs())
 
 
 # The resident MiB of llvmlite's library in this process (LLVM, which numba compiles with).
