@@ -30,6 +30,7 @@ from sqlalchemy import Connection
 
 from simindex import banding as lsh
 from simindex import migrate
+from simindex.chunking import ahead
 from simindex.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_BUCKET_SIZE,
@@ -491,9 +492,11 @@ class Index:
                 and self._store.dialect == "postgresql"
                 and self._store.max_document_id(connection) == 0,
             )
-            batches = _batches(iterator, batch_size, BATCH_TEXT_CHARS)
+            # Three threads: one reads batches (parsing is mostly Python, holding the GIL),
+            # one signs the batch before (the kernels release it), this one writes.
+            batches = ahead(_batches(iterator, batch_size, BATCH_TEXT_CHARS))
             verify = find_duplicates is not None and self.keep_text
-            for batch in _ahead(lambda b: self._sign(b, max_chars, complete, verify), batches):
+            for batch in ahead(batches, lambda b: self._sign(b, max_chars, complete, verify)):
                 self._add_batch(connection, batch, call)
                 if progress:
                     progress(len(batch))
@@ -514,7 +517,7 @@ class Index:
         verify: bool,
     ) -> _Batch:
         """Validate, normalize, shingle, MinHash and band a batch: no database work, so it
-        runs ahead in a worker thread (see _ahead). Only ``verify`` needs the sorted shingle
+        runs ahead in a worker thread (see chunking.ahead). Only ``verify`` needs the sorted shingle
         sets; signing without them is faster (see minhash.sign)."""
         import pyarrow as pa
 
@@ -869,7 +872,7 @@ class Index:
             if since is None:
                 self._store.delete_pairs(connection, banding_id)
             # The next buckets are read (the database grouping them) while these are paired.
-            buckets = _ahead(_same, self._store.iter_buckets(connection, banding_id, touching))
+            buckets = ahead(self._store.iter_buckets(connection, banding_id, touching))
             found = self._store_verified_pairs(
                 connection, banding_id, buckets, since, threshold, max_bucket_size, text_bytes
             )
@@ -1650,29 +1653,6 @@ def schema_revision(
     except SchemaVersionError as exc:
         return revision, migrate.HEAD_REVISION, str(exc)
     return revision, migrate.HEAD_REVISION, "up to date"
-
-
-def _ahead(function: Callable[[Any], Any], items: Iterable[Any]) -> Iterator[Any]:
-    """function(item) for each item, in order, while the caller uses the previous result:
-    a worker thread reads the next item and computes on it, so reading and signing a batch
-    overlap writing the one before (the kernels release the GIL, and the driver does while
-    it waits). At most two results exist at a time."""
-    items = iter(items)
-    done = object()
-
-    def produce() -> Any:
-        item = next(items, done)
-        return done if item is done else function(item)
-
-    with ThreadPoolExecutor(max_workers=1) as worker:
-        pending = worker.submit(produce)
-        while (result := pending.result()) is not done:
-            pending = worker.submit(produce)
-            yield result
-
-
-def _same(item: Any) -> Any:
-    return item
 
 
 def _batches(documents: Iterator[Document], size: int, text_chars: int) -> Iterator[list[Document]]:

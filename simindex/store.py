@@ -17,7 +17,7 @@ import time
 import urllib.parse
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import make_url
 
-from simindex.chunking import spans
+from simindex.chunking import ahead, spans
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, application_name
 from simindex.errors import DatabaseError, ParameterError
 from simindex.runs import RunSpool
@@ -1561,9 +1561,15 @@ class BandKeyWriter:
         BULK_SORT_MEMORY of them."""
         spool, self._spool = self._spool, None
         assert spool is not None
+        merged = (
+            (band, keys, ids)
+            for band, runs in enumerate(self._runs)
+            for keys, ids in spool.merged(runs, BULK_SORT_MEMORY)
+        )
         try:
-            for band, runs in enumerate(self._runs):
-                for keys, ids in spool.merged(runs, BULK_SORT_MEMORY):
+            # The next rows are merged (NumPy, outside the GIL) while these are sent.
+            with closing(ahead(merged)) as rows:
+                for band, keys, ids in rows:
                     self.write_rows(np.full(keys.size, band), keys, ids)
         finally:
             spool.close()
