@@ -30,7 +30,7 @@ from sqlalchemy import Connection
 
 from simindex import banding as lsh
 from simindex import migrate
-from simindex.chunking import ahead
+from simindex.chunking import ahead, spans
 from simindex.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_BUCKET_SIZE,
@@ -517,8 +517,8 @@ class Index:
         verify: bool,
     ) -> _Batch:
         """Validate, normalize, shingle, MinHash and band a batch: no database work, so it
-        runs ahead in a worker thread (see chunking.ahead). Only ``verify`` needs the sorted shingle
-        sets; signing without them is faster (see minhash.sign)."""
+        runs ahead in a worker thread (see chunking.ahead). Only ``verify`` needs the sorted
+        shingle sets; signing without them is faster (see minhash.sign)."""
         import pyarrow as pa
 
         from simindex import stages
@@ -970,8 +970,7 @@ class Index:
         for start in range(0, doc_a.size, ESTIMATED_PAIRS):
             a, b = doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS]
             ids = np.unique(np.concatenate((a, b)))
-            found = self._store.signatures_of(connection, ids)
-            signatures = unpack([found[int(i)] for i in ids], self.spec.num_perm)
+            signatures = unpack(self._store.signatures_of(connection, ids), self.spec.num_perm)
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor
@@ -1031,8 +1030,6 @@ class Index:
         """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
         ``text_bytes`` of text (a signature counts as its bytes; one pair at least). A run
         of equal a[i] counts a's text once, so pairs sorted by a make fewer ranges."""
-        from simindex.chunking import spans
-
         signature_bytes = 4 * self.spec.num_perm
         for start in range(0, a.size, SIZED_PAIRS):
             block_a, block_b = a[start : start + SIZED_PAIRS], b[start : start + SIZED_PAIRS]
@@ -1257,8 +1254,7 @@ class Index:
                 old = np.unique(np.array(list(held), dtype=np.int64))
                 members = self._store.cluster_members(connection, banding["id"], old)
                 affected[banding["id"]] = (banding, np.setdiff1d(members, ids))
-        blobs = self._store.signatures_of(connection, ids)
-        sigs = unpack([blobs[int(i)] for i in ids], self.spec.num_perm)
+        sigs = unpack(self._store.signatures_of(connection, ids), self.spec.num_perm)
         for banding in self._store.bandings(connection):
             keys = lsh.band_keys(sigs, banding["bands"], banding["rows"])
             self._store.delete_band_keys(connection, banding["id"], ids, keys)
@@ -1459,7 +1455,7 @@ class Index:
             raise SimindexError(
                 f"the index holds {documents} document(s): too few to estimate candidates"
             )
-        sigs = unpack([blobs[int(i)] for i in ids], self.spec.num_perm)
+        sigs = unpack(blobs, self.spec.num_perm)
         return estimate_candidates(sigs, documents, bandings)
 
     # -- bulk loads by many writers (simindex.spark.ingest) ---------------------------------

@@ -604,13 +604,22 @@ class Store:
             seen += ids.size
         return np.concatenate(chosen)
 
-    def signatures_of(self, connection: Connection, ids: np.ndarray) -> dict[int, bytes]:
+    def signatures_of(self, connection: Connection, ids: np.ndarray) -> list[bytes]:
+        """The stored signatures of document ids, in their order (see minhash.unpack); a
+        DatabaseError names a document that has none."""
         among, params = self._among(ids.tolist(), "BIGINT")
         rows = connection.execute(
             sa.text(f"SELECT document_id, minhashes FROM signatures WHERE document_id {among}"),
             params,
         )
-        return {int(i): bytes(blob) for i, blob in rows}
+        found = {int(i): bytes(blob) for i, blob in rows}
+        missing = [i for i in ids.tolist() if i not in found]
+        if missing:
+            raise DatabaseError(
+                f"{len(missing)} of {ids.size} documents have no stored signature (the first: "
+                f"id {missing[0]}): run `simindex check`"
+            )
+        return [found[i] for i in ids.tolist()]
 
     def texts_of(self, connection: Connection, ids: np.ndarray) -> dict[int, str | None]:
         """id -> stored text (None when not kept) of document ids."""

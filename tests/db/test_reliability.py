@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
+import simindex
 from simindex import Index
 from simindex.errors import DatabaseError, InputError
+from simindex.minhash import unpack
 from simindex.readers import MAX_ID_BYTES
 from simindex.store import database_url
 
@@ -69,6 +71,24 @@ def test_check_finds_damage(db_url, news):
             "banding 1 (20 x 5): 0 document(s) have no band keys, 1 an incomplete set",
             "banding 1 (20 x 5): 1 band keys belong to no document",
         ]
+
+
+def test_signatures_come_in_the_order_asked_and_a_missing_one_is_named(db_url, news):
+    """Store.signatures_of, which verification, delete and the candidate estimate read: the
+    signatures in the order of the ids asked (not the database's), equal to signing the
+    texts again; a document without one is a DatabaseError that says what to run."""
+    with Index.create(db_url) as index:
+        index.add(news[:10])
+        store, spec = index._store, index.spec
+        ids = np.array([7, 2, 9, 1], dtype=np.int64)
+        with store.engine.connect() as connection:
+            got = unpack(store.signatures_of(connection, ids), spec.num_perm)
+            connection.exec_driver_sql("DELETE FROM signatures WHERE document_id = 9")
+            with pytest.raises(DatabaseError, match=r"1 of 4 documents .* \(the first: id 9\)"):
+                store.signatures_of(connection, ids)
+            connection.rollback()
+    texts = [simindex.normalize(news[i - 1][1]) for i in ids]
+    assert np.array_equal(got, simindex.signatures(simindex.shingle_sets(texts, spec), spec))
 
 
 def test_kill_9_during_ingest_leaves_a_consistent_index_and_a_rerun_completes(db_url, tmp_path):
