@@ -83,13 +83,18 @@ def needed_bytes(size: int, backends: list[str]) -> int:
     return size * (CORPUS_BYTES * 3 + 2 * per_doc)
 
 
-def run_step(label: str, command: list[str], out: Path | None = None) -> dict:
-    """Run one CLI command; its wall time, CPU time, peak RSS and the other processes' load."""
+def run_step(
+    label: str, command: list[str], out: Path | None = None, env: dict | None = None
+) -> dict:
+    """Run one CLI command (in CODE_ENV unless ``env`` is given); its wall time, CPU time,
+    peak RSS and the other processes' load."""
     print(f"  {label} ...", end=" ", flush=True)
     busy0, pg0 = cpu_ticks()
     started = time.perf_counter()
     stdout = out.open("wb") if out else subprocess.DEVNULL
-    proc = subprocess.Popen(command, stdout=stdout, stderr=subprocess.PIPE, env=CODE_ENV)
+    proc = subprocess.Popen(
+        command, stdout=stdout, stderr=subprocess.PIPE, env=CODE_ENV if env is None else env
+    )
     stderr = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
@@ -135,16 +140,29 @@ def use_code(live: bool) -> dict:
     during a long run change nothing), its numba kernels compiled by a warm-up first."""
     info = code_info(live)
     if "path" in info:
-        CODE_ENV["PYTHONPATH"] = os.pathsep.join(
-            [info["path"], *filter(None, [os.environ.get("PYTHONPATH")])]
-        )
+        CODE_ENV.update(code_env(Path(info["path"])))
+    warm_up(CODE_ENV)
+    return info
+
+
+def code_env(path: Path) -> dict[str, str]:
+    """The environment that runs ``python -P -m simindex`` from a snapshot (see
+    bench_pipeline.snapshot)."""
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(path), *filter(None, [os.environ.get("PYTHONPATH")])]),
+    }
+
+
+def warm_up(env: dict[str, str]) -> None:
+    """A first CLI run of the code in ``env``, which compiles its numba kernels (once per
+    snapshot), so no measured step does."""
     db = DATA / ".scale_warmup.db"
     for command in (["ingest", str(REPO / "examples" / "news.jsonl")], ["pairs"], ["query", "x"]):
-        subprocess.run([*SIMINDEX, command[0], "--db", str(db), *command[1:]], env=CODE_ENV,
+        subprocess.run([*SIMINDEX, command[0], "--db", str(db), *command[1:]], env=env,
                        check=True, capture_output=True)  # fmt: skip
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    return info
 
 
 def planted_truth(corpus: Path) -> Path:

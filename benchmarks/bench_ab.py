@@ -1,0 +1,123 @@
+"""Benchmark: one CLI step of two commits, in runs paired one after the other on this host.
+
+A host's speed drifts by more than many changes are worth (this one's by 10-15% within an
+hour), so two codes are compared pair by pair: for each pair, A's run then B's, each on a
+fresh PostgreSQL database made after a CHECKPOINT. Each commit runs from its own snapshot
+(bench_pipeline.snapshot, its numba kernels compiled by a warm-up first) with ``python -P -m
+simindex``. The corpus is bench_scale's (generated and cached under benchmarks/data/).
+
+Steps: ``ingest`` (the corpus into a new index, text kept) or ``pairs`` (``pairs --full`` on
+an index that each commit ingested once before its runs).
+
+Run from the repository root:
+    .venv/bin/python benchmarks/bench_ab.py A_COMMIT B_COMMIT --step ingest [--size 400000]
+        [--pairs 5] [--write-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import statistics
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_pipeline import (  # noqa: E402 (the sibling scripts)
+    DEFAULT_PG,
+    RESULTS,
+    corpus_name,
+    corpus_path,
+    git,
+    pg_admin,
+    pg_url,
+    snapshot,
+)
+from bench_scale import SEED, SIMINDEX, code_env, in_child, run_step, warm_up  # noqa: E402
+
+
+def fresh_database(admin_url: str, name: str) -> str:
+    with pg_admin(admin_url) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute("CHECKPOINT")
+    return pg_url(admin_url, name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("a")
+    parser.add_argument("b")
+    parser.add_argument("--step", choices=["ingest", "pairs"], required=True)
+    parser.add_argument("--size", type=int, default=400_000)
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--pg-url", default=DEFAULT_PG)
+    parser.add_argument("--write-results", action="store_true")
+    args = parser.parse_args()
+
+    commits = [git("rev-parse", "--short=10", rev) for rev in (args.a, args.b)]
+    envs = {}
+    for commit in commits:
+        envs[commit] = code_env(snapshot(commit))
+        warm_up(envs[commit])
+    in_child("corpus", str(args.size))
+    corpus = str(corpus_path(corpus_name(str(args.size)), SEED))
+    ingest = ["ingest", corpus, "--db"]
+    indexed = {}
+    if args.step == "pairs":  # one index per commit, loaded once
+        for i, commit in enumerate(commits):
+            indexed[commit] = fresh_database(args.pg_url, f"bench_ab_{i}")
+            run_step(f"{commit} ingest", [*SIMINDEX, *ingest, indexed[commit]], env=envs[commit])
+    runs: dict[str, list[dict]] = {commit: [] for commit in commits}
+    for pair in range(1, args.pairs + 1):
+        for commit in commits:
+            if args.step == "ingest":
+                url = fresh_database(args.pg_url, "bench_ab")
+                command = [*SIMINDEX, *ingest, url]
+            else:
+                command = [*SIMINDEX, "pairs", "--full", "--top", "0", "--db", indexed[commit]]
+            result = run_step(f"pair {pair}: {commit} {args.step}", command, env=envs[commit])
+            if not result["ok"]:
+                sys.exit(f"Error: {commit} failed: {result['error']}")
+            runs[commit].append(result)
+    with pg_admin(args.pg_url) as conn:
+        for name in ("bench_ab", "bench_ab_0", "bench_ab_1"):
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    a, b = (runs[c] for c in commits)
+    differences = [rb["seconds"] - ra["seconds"] for ra, rb in zip(a, b, strict=True)]
+    command = (
+        f"`.venv/bin/python benchmarks/bench_ab.py {commits[0]} {commits[1]} --step {args.step} "
+        f"--size {args.size} --pairs {args.pairs}`"
+    )
+    lines = [
+        f"## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {args.step} of {commits[0]} (A) against "
+        f"{commits[1]} (B), paired runs",
+        "",
+        f"- Machine: nproc 2, {platform.machine()}, Python {platform.python_version()}; "
+        "PostgreSQL on the same machine",
+        f"- Command: {command}",
+        "",
+        "| pair | A wall | B wall | B - A | A peak RSS | B peak RSS |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        *(
+            f"| {i} | {ra['seconds']:.2f} s | {rb['seconds']:.2f} s | {d:+.2f} s | "
+            f"{ra['peak_rss_mib']:.0f} MiB | {rb['peak_rss_mib']:.0f} MiB |"
+            for i, (ra, rb, d) in enumerate(zip(a, b, differences, strict=True), start=1)
+        ),
+        "",
+        f"B - A: median {statistics.median(differences):+.2f} s, mean "
+        f"{statistics.mean(differences):+.2f} s; B faster in "
+        f"{sum(d < 0 for d in differences)} of {len(differences)} pairs.",
+        "",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if args.write_results:
+        with open(RESULTS, "a", encoding="utf-8") as results_file:
+            results_file.write("\n" + text)
+
+
+if __name__ == "__main__":
+    main()
