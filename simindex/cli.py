@@ -1735,9 +1735,9 @@ def run() -> None:
     error and its suggestions)."""
     _malloc_settings()
     _collector_settings()
-    # NumPy's OpenBLAS starts a thread per core as it loads, at 0.11-0.16 CPU seconds per
-    # command (benchmarks/RESULTS.md, 2026-11-24 13:40-13:50 UTC); no command calls a BLAS
-    # routine.
+    # NumPy's OpenBLAS starts a thread per core as it loads, at up to 0.16 CPU seconds per
+    # command (0.09-0.16 for stats, show and export: benchmarks/RESULTS.md, 2026-11-24
+    # 13:40-13:50 and 15:10-15:24 UTC); no command calls a BLAS routine.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     wanted = _command_name(sys.argv[1:])
     named = {_registered_name(c): c for c in app.registered_commands}
@@ -1795,11 +1795,12 @@ def _collector_settings() -> None:
     """Python's cyclic garbage collector, set for a process that loads a large library once
     and exits. The library's modules (NumPy, SQLAlchemy, numba) create objects that live until
     exit; the collector went through them again and again while they loaded (at the default
-    threshold, a collection every 700 new objects), and again at exit: 0.10-0.13 s of a
-    command that only reads, 0.26-0.42 s of one that runs kernels (benchmarks/RESULTS.md,
-    2026-11-24 13:40-13:50 UTC). So a collection every 20,000 new objects, and the objects
-    still alive at exit frozen (left out of those last collections: the index and the output
-    files are closed by then, and the process's memory goes back to the system as it ends)."""
+    threshold, a collection every 700 new objects), and again at exit: 0.10-0.20 s of a
+    command that only reads, 0.26-0.55 s of one that runs kernels (benchmarks/RESULTS.md,
+    2026-11-24 13:40-13:50 and 15:10-15:24 UTC). So a collection every 20,000 new objects,
+    and the objects still alive at exit frozen (left out of those last collections: the index
+    and the output files are closed by then, and the process's memory goes back to the system
+    as it ends)."""
     gc.set_threshold(20_000)
     atexit.register(gc.freeze)
 
