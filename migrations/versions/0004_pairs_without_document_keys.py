@@ -2,13 +2,13 @@
 
 Each was a per-row trigger on every pair and cluster row written: on PostgreSQL a look-up of
 the document that also locks its row (FOR KEY SHARE), which dirties and WAL-logs a
-documents page per check. At 400k documents on PostgreSQL, bench_scale's `clusters` step (which
-writes cluster rows and nothing else changed) took 2.9 s and 2.6 s with them, 1.5-1.8 s without
-(benchmarks/RESULTS.md, 2026-11-24 11:00-12:35). Pairs and clusters are written only from band keys of
-stored documents, in the transaction that reads them; simindex deletes a document's pairs
-and cluster rows itself (Store.delete_documents), as it does its signature (0002), and
-`simindex check` counts any strays. The foreign keys to bandings stay: a banding's rows go
-with it.
+documents page per check. At 400k documents on PostgreSQL, bench_scale's `clusters` step
+(which writes cluster rows and nothing else changed) took 2.9 s and 2.6 s with them,
+1.5-1.8 s without (benchmarks/RESULTS.md, 2026-11-24 11:00-12:35). Pairs and clusters are
+written only from band keys of stored documents, in the transaction that reads them;
+simindex deletes a document's pairs and cluster rows itself (Store.delete_documents), as it
+does its signature (0002), and `simindex check` counts any strays. The foreign keys to
+bandings stay: a banding's rows go with it.
 
 Revision ID: 0004
 Revises: 0003

@@ -277,7 +277,8 @@ def test_the_entry_point_limits_glibc_arenas_and_keeps_its_mmap_threshold(monkey
 SETTINGS_PROBE = """
 import atexit, gc, os, sys
 from simindex import cli
-atexit.register(lambda: print("settings:", gc.get_threshold()[0], os.environ.get("OPENBLAS_NUM_THREADS")))
+blas = lambda: os.environ.get("OPENBLAS_NUM_THREADS")
+atexit.register(lambda: print("settings:", gc.get_threshold()[0], blas()))
 sys.argv = ["simindex", *sys.argv[1:]]
 cli.run()
 """
