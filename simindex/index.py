@@ -917,21 +917,37 @@ class Index:
 
         candidates = collect(buckets, max_bucket_size)
         found = _Verified(0, candidates.hot_buckets, candidates.largest_bucket, 0, [])
-        for doc_a, doc_b in candidates.blocks():
-            if since is not None:  # pairs of two older documents are stored already
-                new = doc_b > since
-                doc_a, doc_b = doc_a[new], doc_b[new]
-            found.candidates += int(doc_a.size)
-            for chunk in self._verify(connection, doc_a, doc_b, threshold, text_bytes):
-                self._store.insert_pairs(connection, banding_id, *chunk)
-                found.pairs += chunk[0].size
-                if since is not None:  # incremental clusters absorb these pairs
-                    found.kept.append(chunk)
+        with self._signature_reader(connection) as reader:
+            for doc_a, doc_b in candidates.blocks():
+                if since is not None:  # pairs of two older documents are stored already
+                    new = doc_b > since
+                    doc_a, doc_b = doc_a[new], doc_b[new]
+                found.candidates += int(doc_a.size)
+                verified = self._verify(connection, reader, doc_a, doc_b, threshold, text_bytes)
+                for chunk in verified:
+                    self._store.insert_pairs(connection, banding_id, *chunk)
+                    found.pairs += chunk[0].size
+                    if since is not None:  # incremental clusters absorb these pairs
+                        found.kept.append(chunk)
         return found
+
+    @contextmanager
+    def _signature_reader(self, connection: Connection) -> Iterator[Connection]:
+        """A second connection, for verification to read the next pairs' signatures on while
+        ``connection`` (a writer's) reads texts and stores pairs: the database looks both up
+        at once. It sees what the writer does, as writers take turns (Store.write) and a
+        writer that verifies changes no signature. An index created in ``connection``'s
+        transaction (see create) exists for it alone: then it is the reader too."""
+        if self._pending is not None:
+            yield connection
+            return
+        with self._store.read() as reader:
+            yield reader
 
     def _verify(
         self,
         connection: Connection,
+        reader: Connection,
         doc_a: np.ndarray,
         doc_b: np.ndarray,
         threshold: float,
@@ -941,11 +957,12 @@ class Index:
         estimated, exact) whose documents hold about ``text_bytes`` of text.
 
         A worker thread compares a chunk while this one reads the next chunk's documents and
-        the caller stores the pairs before (the database works while the kernels do, and the
-        connection is used from this thread only); two chunks' documents exist at a time."""
+        the caller stores the pairs before (the database works while the kernels do, and
+        ``connection`` is used from this thread only); two chunks' documents exist at a time.
+        Signatures are read on ``reader`` (see _plausible)."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
-            for block_a, block_b, signed in self._plausible(connection, doc_a, doc_b, threshold):
+            for block_a, block_b, signed in self._plausible(reader, doc_a, doc_b, threshold):
                 for lo, hi in self._text_spans(connection, block_a, block_b, text_bytes):
                     a, b = block_a[lo:hi], block_b[lo:hi]
                     documents = self._chunk_documents(connection, a, b, signed)
@@ -957,20 +974,24 @@ class Index:
                 yield comparing.result()
 
     def _plausible(
-        self, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, threshold: float
+        self, reader: Connection, doc_a: np.ndarray, doc_b: np.ndarray, threshold: float
     ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]]:
         """The pairs, ESTIMATED_PAIRS at a time, with the (sorted ids, signatures) of their
         documents, less the pairs whose signature estimate rules out an exact similarity >=
         threshold (see verify.estimate_floor): their texts are never read. Without kept text
-        the estimate is the verdict, so all pass."""
+        the estimate is the verdict, so all pass. A worker thread reads the next pairs'
+        signatures on ``reader`` while the caller uses these: at 4M documents, reading
+        signatures by id was most of the time of `pairs`, and nothing else ran meanwhile."""
         from simindex.minhash import estimate_jaccard, unpack
         from simindex.verify import estimate_floor
 
-        floor = estimate_floor(threshold, self.spec.num_perm)
-        for start in range(0, doc_a.size, ESTIMATED_PAIRS):
+        def signed(start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             a, b = doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS]
             ids = np.unique(np.concatenate((a, b)))
-            signatures = unpack(self._store.signatures_of(connection, ids), self.spec.num_perm)
+            return a, b, ids, unpack(self._store.signatures_of(reader, ids), self.spec.num_perm)
+
+        floor = estimate_floor(threshold, self.spec.num_perm)
+        for a, b, ids, signatures in ahead(range(0, doc_a.size, ESTIMATED_PAIRS), signed):
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor

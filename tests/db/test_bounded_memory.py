@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import sqlalchemy as sa
@@ -71,6 +73,43 @@ def test_chunked_verification_stores_the_same_pairs(db_url, news, tmp_path):
         chunked = index.find_pairs(text_bytes=1)  # one pair per chunk
         assert _stored(index) == pytest.approx(expected, abs=1e-12)
     assert chunked.candidates == whole.candidates and chunked.pairs == whole.pairs == 30
+
+
+def test_verification_reads_signatures_ahead_on_a_second_connection(
+    db_url, news, tmp_path, monkeypatch
+):
+    """Verification reads the next pairs' signatures in a worker thread, on a connection of
+    its own, while the writer's reads texts and stores pairs: in blocks of two pairs, the
+    pairs stored are those of an index that read them in one block."""
+    other = f"sqlite:///{tmp_path / 'whole.db'}"
+    with Index.create(other, threshold=0.5) as index:
+        index.add(news)
+        index.find_pairs()
+        expected = _stored(index)
+    readers, writers = [], []
+    signatures_of, insert_pairs = (
+        simindex.store.Store.signatures_of,
+        simindex.store.Store.insert_pairs,
+    )
+
+    def reading(self, connection, ids):
+        readers.append((connection.connection.dbapi_connection, threading.get_ident()))
+        return signatures_of(self, connection, ids)
+
+    def storing(self, connection, *args):
+        writers.append(connection.connection.dbapi_connection)
+        return insert_pairs(self, connection, *args)
+
+    monkeypatch.setattr(simindex.store.Store, "signatures_of", reading)
+    monkeypatch.setattr(simindex.store.Store, "insert_pairs", storing)
+    monkeypatch.setattr("simindex.index.ESTIMATED_PAIRS", 2)
+    with Index.create(db_url, threshold=0.5) as index:
+        index.add(news)
+        report = index.find_pairs()
+        assert _stored(index) == pytest.approx(expected, abs=1e-12)
+    assert report.pairs == len(expected) == 30 and len(readers) >= report.candidates // 2
+    assert {c for c, _ in readers}.isdisjoint(writers) and writers
+    assert threading.get_ident() not in {thread for _, thread in readers}
 
 
 @pytest.mark.parametrize("spooled", [False, True])
