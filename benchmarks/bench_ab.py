@@ -17,6 +17,7 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import sys
@@ -26,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pipeline import (  # noqa: E402 (the sibling scripts)
     DEFAULT_PG,
-    RESULTS,
+    append_results,
     corpus_name,
     corpus_path,
     git,
@@ -95,7 +96,7 @@ def main() -> None:
         f"## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {args.step} of {commits[0]} (A) against "
         f"{commits[1]} (B), paired runs",
         "",
-        f"- Machine: nproc 2, {platform.machine()}, Python {platform.python_version()}; "
+        f"- Machine: nproc {os.cpu_count()}, {platform.machine()}, Python {platform.python_version()}; "
         "PostgreSQL on the same machine",
         f"- Command: {command}",
         "",
@@ -115,8 +116,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write_results:
-        with open(RESULTS, "a", encoding="utf-8") as results_file:
-            results_file.write("\n" + text)
+        append_results(text)
 
 
 if __name__ == "__main__":

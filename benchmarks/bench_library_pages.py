@@ -35,7 +35,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pipeline import append_results  # noqa: E402 (the sibling script)
+from bench_pipeline import append_results  # noqa: E402 (the sibling scripts)
+from bench_scale import run_step  # noqa: E402
 
 SIMINDEX = [sys.executable, "-m", "simindex"]
 # Run in a child: RSS after `import numba`, and the part of it in libllvmlite's mappings.
@@ -45,11 +46,11 @@ import numba  # noqa: F401
 total = library = 0
 name = ""
 for line in open("/proc/self/smaps"):
-    mapping = re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line)
-    if mapping:
-        name = line.split()[-1] if len(line.split()) > 5 else ""
+    fields = line.split()
+    if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+        name = fields[5] if len(fields) > 5 else ""
     elif line.startswith("Rss:"):
-        kib = int(line.split()[1])
+        kib = int(fields[1])
         total += kib
         library += kib if "libllvmlite" in name else 0
 print(json.dumps({"rss": total / 1024, "library": library / 1024}))
@@ -73,15 +74,12 @@ def set_state(library: Path, state: str) -> None:
                 pass
 
 
-def peak_rss_mib(command: list[str]) -> float:
-    """Peak RSS of one run of command (MiB): run by a new Python process whose only child it
-    is, so that process's ru_maxrss of its children is the command's own."""
-    probe = (
-        "import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, "
-        "capture_output=True); print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
-    )
-    out = subprocess.run([sys.executable, "-c", probe, *command], check=True, capture_output=True)
-    return int(out.stdout) / 1024
+def peak_rss_mib(label: str, command: list[str]) -> float:
+    """Peak RSS of one run of command (MiB), as bench_scale measures a step's."""
+    result = run_step(label, command)
+    if not result["ok"]:
+        sys.exit(f"Error: {label} failed: {result['error']}")
+    return result["peak_rss_mib"]
 
 
 def main() -> None:
@@ -118,7 +116,7 @@ def main() -> None:
                 runs["library"].append(probed["library"])
                 for name, command in commands.items():
                     set_state(library, state)
-                    runs.setdefault(name, []).append(peak_rss_mib(command))
+                    runs.setdefault(name, []).append(peak_rss_mib(f"{state} {name}", command))
             results[state] = {name: statistics.median(values) for name, values in runs.items()}
             print(state, {name: round(value, 1) for name, value in results[state].items()})
 

@@ -793,6 +793,12 @@ class Index:
         self._active = active
         return active, found
 
+    def _signatures(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
+        """The stored signatures of document ids, in their order (uint32, (n, num_perm))."""
+        from simindex.minhash import unpack
+
+        return unpack(self._store.signatures_of(connection, ids), self.spec.num_perm)
+
     def _profiles(self, connection: Connection, ids: np.ndarray) -> tuple[Profiles, list[str]]:
         """Stored signatures (and shingle sets from stored text) of document ids, and their
         external ids, in the order of ``ids``."""
@@ -980,15 +986,16 @@ class Index:
         documents, less the pairs whose signature estimate rules out an exact similarity >=
         threshold (see verify.estimate_floor): their texts are never read. Without kept text
         the estimate is the verdict, so all pass. A worker thread reads the next pairs'
-        signatures on ``reader`` while the caller uses these: at 4M documents, reading
-        signatures by id was most of the time of `pairs`, and nothing else ran meanwhile."""
-        from simindex.minhash import estimate_jaccard, unpack
+        signatures on ``reader`` while the caller uses these, so the database looks them up
+        while it reads texts and stores pairs: `pairs --full` at 4M documents 242.5 s before,
+        156.4 s after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
+        from simindex.minhash import estimate_jaccard
         from simindex.verify import estimate_floor
 
         def signed(start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
             a, b = doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS]
             ids = np.unique(np.concatenate((a, b)))
-            return a, b, ids, unpack(self._store.signatures_of(reader, ids), self.spec.num_perm)
+            return a, b, ids, self._signatures(reader, ids)
 
         floor = estimate_floor(threshold, self.spec.num_perm)
         for a, b, ids, signatures in ahead(range(0, doc_a.size, ESTIMATED_PAIRS), signed):
@@ -1264,8 +1271,6 @@ class Index:
         return {i: StoredDocument(**found[i]) for i in wanted if i in found}
 
     def _delete(self, connection: Connection, ids: np.ndarray) -> None:
-        from simindex.minhash import unpack
-
         if not ids.size:
             return
         affected = {}
@@ -1275,7 +1280,7 @@ class Index:
                 old = np.unique(np.array(list(held), dtype=np.int64))
                 members = self._store.cluster_members(connection, banding["id"], old)
                 affected[banding["id"]] = (banding, np.setdiff1d(members, ids))
-        sigs = unpack(self._store.signatures_of(connection, ids), self.spec.num_perm)
+        sigs = self._signatures(connection, ids)
         for banding in self._store.bandings(connection):
             keys = lsh.band_keys(sigs, banding["bands"], banding["rows"])
             self._store.delete_band_keys(connection, banding["id"], ids, keys)
@@ -1461,7 +1466,6 @@ class Index:
         from the stored signatures of ``sample`` random documents (see
         simindex.evaluate.estimate_candidates): the cost of recall, before re-banding."""
         from simindex.evaluate import estimate_candidates
-        from simindex.minhash import unpack
 
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")
@@ -1471,12 +1475,11 @@ class Index:
         with self._transaction() as connection:
             documents = self._store.document_count(connection)
             ids = self._store.sample_document_ids(connection, sample, seed)
-            blobs = self._store.signatures_of(connection, ids)
+            sigs = self._signatures(connection, ids)
         if ids.size < 2:
             raise SimindexError(
                 f"the index holds {documents} document(s): too few to estimate candidates"
             )
-        sigs = unpack(blobs, self.spec.num_perm)
         return estimate_candidates(sigs, documents, bandings)
 
     # -- bulk loads by many writers (simindex.spark.ingest) ---------------------------------
