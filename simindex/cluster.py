@@ -22,20 +22,28 @@ def components(doc_a: np.ndarray, doc_b: np.ndarray) -> tuple[np.ndarray, np.nda
     Returns (documents, component): every document on an edge (sorted, int64) and the
     smallest document id of its component. Cost O(edges * log), memory ~40 bytes an edge.
     """
-    ends = np.concatenate((doc_a, doc_b))
-    ends.sort()  # in place, then positions by binary search: no unique(return_inverse)'s
-    first = np.ones(ends.shape[0], dtype=bool)  # argsort and inverse arrays
-    first[1:] = ends[1:] != ends[:-1]
-    documents = ends[first]
-    del ends, first
-    local_a, local_b = np.searchsorted(documents, doc_a), np.searchsorted(documents, doc_b)
-    roots = _union_find(documents.shape[0], local_a, local_b)
-    return documents, documents[roots]
+    documents = distinct(np.concatenate((doc_a, doc_b)))
+    parent = np.arange(documents.shape[0])
+    unite(parent, np.searchsorted(documents, doc_a), np.searchsorted(documents, doc_b))
+    return documents, documents[flatten(parent)]
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted: ``values`` sorted in place, then the first of each run,
+    positions found later by binary search. np.unique would hash (several times slower on
+    the ids of millions of pairs) or, asked for positions, add argsort and inverse arrays."""
+    values.sort()
+    first = np.ones(values.shape[0], dtype=bool)
+    first[1:] = values[1:] != values[:-1]
+    return values[first]
 
 
 @njit(cache=True)
-def _union_find(n, a, b):
-    parent = np.arange(n)
+def unite(parent, a, b):
+    """Join the sets of a[i] and b[i] (indices into ``parent``, a union-find forest, each
+    entry its index's parent; np.arange(n) to start), edge after edge: the smaller root
+    becomes the root, so a set's root is its smallest index. Called edges a block at a time
+    when they don't fit in memory at once (candidates.Candidates.by_component)."""
     for i in range(a.shape[0]):
         x, y = a[i], b[i]
         while parent[x] != x:
@@ -44,12 +52,16 @@ def _union_find(n, a, b):
         while parent[y] != y:
             parent[y] = parent[parent[y]]
             y = parent[y]
-        if x != y:  # the smaller index (= smaller document id) becomes the root
-            if x < y:
-                parent[y] = x
-            else:
-                parent[x] = y
-    for i in range(n):
+        if x < y:
+            parent[y] = x
+        elif y < x:
+            parent[x] = y
+
+
+@njit(cache=True)
+def flatten(parent):
+    """Point every entry of a union-find forest (see unite) at its root; returns it."""
+    for i in range(parent.shape[0]):
         root = i
         while parent[root] != root:
             root = parent[root]

@@ -924,7 +924,7 @@ class Index:
         candidates = collect(buckets, max_bucket_size)
         found = _Verified(0, candidates.hot_buckets, candidates.largest_bucket, 0, [])
         with self._signature_reader(connection) as reader:
-            for doc_a, doc_b in candidates.blocks():
+            for doc_a, doc_b in candidates.by_component():  # see its docstring
                 if since is not None:  # pairs of two older documents are stored already
                     new = doc_b > since
                     doc_a, doc_b = doc_a[new], doc_b[new]

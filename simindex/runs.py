@@ -1,6 +1,7 @@
-"""Sorted runs on disk, merged in bounded memory: how rows of two int64 columns (x, y) that
-outgrow memory come out in (x, y) order. Band keys (key, document id) of a bulk load and
-candidate pairs (doc_a, doc_b) of a large corpus are sorted this way."""
+"""Sorted runs on disk, merged in bounded memory: how rows of int64 columns that outgrow
+memory come out in order (lexicographic, first column first). Band keys (key, document id)
+of a bulk load and candidate pairs (doc_a, doc_b) of a large corpus, then the same pairs by
+component (component, doc_a, doc_b), are sorted this way."""
 
 from __future__ import annotations
 
@@ -13,47 +14,45 @@ import numpy as np
 
 
 class RunSpool:
-    """A temporary file of runs: each run is its x values, then its y values (int64), with
-    its rows in (x, y) order. :meth:`add` appends a run; :meth:`merged` reads runs back as
-    one sorted stream."""
+    """A temporary file of runs of rows with the same columns: each run is its first column's
+    values, then its second's, and so on (int64), its rows in order. :meth:`add` appends a
+    run; :meth:`merged` reads runs back as one sorted stream."""
 
     def __init__(self) -> None:
         self._file: IO[bytes] = tempfile.TemporaryFile()
+        self._width = 0
 
-    def add(self, x: np.ndarray, y: np.ndarray) -> tuple[int, int]:
-        """Append a run (rows already in (x, y) order); returns (offset, rows), which
+    def add(self, *columns: np.ndarray) -> tuple[int, int]:
+        """Append a run (rows already in order); returns (offset, rows), which
         :meth:`merged` takes."""
+        if self._width and len(columns) != self._width:
+            raise ValueError(f"a run of {len(columns)} columns in a spool of {self._width}")
+        self._width = len(columns)
         offset = self._file.tell()
-        np.ascontiguousarray(x, dtype=np.int64).tofile(self._file)
-        np.ascontiguousarray(y, dtype=np.int64).tofile(self._file)
-        return offset, x.shape[0]
+        for column in columns:
+            np.ascontiguousarray(column, dtype=np.int64).tofile(self._file)
+        return offset, columns[0].shape[0]
 
-    def merged(
-        self, runs: list[tuple[int, int]], memory: int
-    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The rows of ``runs`` ((offset, rows) each) in (x, y) order, block by block, holding
-        about ``memory`` bytes of them (a k-way merge of blocks). Equal rows of different runs
-        come in the order of ``runs``."""
+    def merged(self, runs: list[tuple[int, int]], memory: int) -> Iterator[tuple[np.ndarray, ...]]:
+        """The rows of ``runs`` ((offset, rows) each) in order, block by block, as a tuple of
+        columns, holding about ``memory`` bytes of them (a k-way merge of blocks). Equal rows
+        of different runs come in the order of ``runs``."""
         self._file.flush()
-        readers = [_Run(self._file.fileno(), offset, rows) for offset, rows in runs]
-        block = max(1, memory // (64 * max(len(readers), 1)))
+        readers = [_Run(self._file.fileno(), offset, rows, self._width) for offset, rows in runs]
+        block = max(1, memory // (32 * self._width * max(len(readers), 1)))
         while True:
             for run in readers:
                 run.fill(block)
             open_runs = [run for run in readers if run.unread]
-            if open_runs:
-                # Rows up to the least last-read row of the runs not read to their end are
-                # final: every row still unread in any run sorts after it.
-                last = min(run.last for run in open_runs)
-                taken = [run.take(*last) for run in readers]
-            else:
-                taken = [run.take() for run in readers]
-            x = np.concatenate([t[0] for t in taken])
-            if not x.size:
+            # Rows up to the least last-read row of the runs not read to their end are final:
+            # every row still unread in any run sorts after it.
+            last = min(run.last for run in open_runs) if open_runs else None
+            taken = [run.take(last) for run in readers]
+            columns = tuple(np.concatenate([t[c] for t in taken]) for c in range(self._width))
+            if not columns[0].size:
                 return
-            y = np.concatenate([t[1] for t in taken])
-            order = np.lexsort((y, x))  # stable: equal rows keep the order of the runs
-            yield x[order], y[order]
+            order = np.lexsort(columns[::-1])  # stable: equal rows keep the order of the runs
+            yield tuple(column[order] for column in columns)
 
     def close(self) -> None:
         self._file.close()
@@ -62,41 +61,44 @@ class RunSpool:
 class _Run:
     """One run of a RunSpool, read block by block."""
 
-    def __init__(self, fd: int, offset: int, rows: int):
+    def __init__(self, fd: int, offset: int, rows: int, width: int):
         self._fd, self._offset, self._rows = fd, offset, rows
         self._read = 0
-        self._x = self._y = np.empty(0, np.int64)
+        self._columns = [np.empty(0, np.int64) for _ in range(width)]
 
     @property
     def unread(self) -> int:
         return self._rows - self._read
 
     @property
-    def last(self) -> tuple[int, int]:
-        """The (x, y) of the last row read."""
-        return int(self._x[-1]), int(self._y[-1])
+    def last(self) -> tuple[int, ...]:
+        """The last row read."""
+        return tuple(int(column[-1]) for column in self._columns)
 
     def fill(self, block: int) -> None:
         """Read another block of rows if fewer than ``block`` are waiting."""
-        if self._x.size >= block or not self.unread:
+        if self._columns[0].size >= block or not self.unread:
             return
         count = min(block, self.unread)
-        x, y = (
-            np.frombuffer(os.pread(self._fd, 8 * count, start + 8 * self._read), np.int64)
-            for start in (self._offset, self._offset + 8 * self._rows)
-        )
-        self._x = np.concatenate((self._x, x))
-        self._y = np.concatenate((self._y, y))
+        width = len(self._columns)
+        starts = [self._offset + 8 * (c * self._rows + self._read) for c in range(width)]
+        read = [np.frombuffer(os.pread(self._fd, 8 * count, at), np.int64) for at in starts]
+        self._columns = [np.concatenate(pair) for pair in zip(self._columns, read, strict=True)]
         self._read += count
 
-    def take(self, x: int | None = None, y: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """The waiting rows up to (x, y) inclusive (all of them if x is None), removed from
-        the run."""
-        count = self._x.size
-        if x is not None:
-            low = int(np.searchsorted(self._x, x, "left"))
-            high = int(np.searchsorted(self._x, x, "right"))
-            count = low + int(np.searchsorted(self._y[low:high], y, "right"))
-        taken = self._x[:count], self._y[:count]
-        self._x, self._y = self._x[count:], self._y[count:]
+    def take(self, last: tuple[int, ...] | None = None) -> list[np.ndarray]:
+        """The waiting rows up to ``last`` inclusive (all of them if None), removed from the
+        run."""
+        count = self._columns[0].size
+        if last is not None:
+            low, high = 0, count  # narrowed, column by column, to the rows equal to last
+            for column, value in zip(self._columns, last, strict=True):
+                part = column[low:high]
+                low, high = (
+                    low + int(np.searchsorted(part, value, "left")),
+                    low + int(np.searchsorted(part, value, "right")),
+                )
+            count = high
+        taken = [column[:count] for column in self._columns]
+        self._columns = [column[count:] for column in self._columns]
         return taken

@@ -9,6 +9,8 @@ import pytest
 import sqlalchemy as sa
 
 import simindex.candidates
+import simindex.cluster
+import simindex.runs
 import simindex.store
 import simindex.verify
 from simindex import Index
@@ -144,6 +146,50 @@ def test_collect_merging_as_it_goes_finds_the_distinct_pairs(monkeypatch, spoole
             expected |= {(x, y) for j, x in enumerate(bucket) for y in bucket[j + 1 :]}
     assert set(zip(merged_a.tolist(), merged_b.tolist(), strict=True)) == expected
     assert len(expected) == merged_a.size  # each pair once, across blocks too
+
+
+@pytest.mark.parametrize("spooled", [False, True])
+def test_candidates_by_component_come_grouped_by_component(monkeypatch, spooled):
+    # Eight groups of documents whose ids interleave (group g: 2**40 + g, + 8, + 16 ...),
+    # buckets drawn within a group: each group is a component, and in (doc_a, doc_b) order
+    # the groups' pairs alternate.
+    rng = np.random.default_rng(5)
+    groups = [2**40 + g + 8 * np.arange(12) for g in range(8)]
+    chunks = []
+    for _ in range(6):
+        buckets = [rng.choice(groups[rng.integers(8)], rng.integers(2, 5), replace=False)
+                   for _ in range(25)]  # fmt: skip
+        offsets = np.r_[0, np.cumsum([len(b) for b in buckets])]
+        chunks.append((np.concatenate(buckets), offsets))
+    if spooled:  # runs of ~11 pairs, and the grouped runs, merged back 2 rows per run
+        monkeypatch.setattr(simindex.candidates, "MERGE_PAIRS", 7)
+        monkeypatch.setattr(simindex.candidates, "HELD_PAIRS", 11)
+        monkeypatch.setattr(simindex.candidates, "MERGE_MEMORY", 32 * 3 * 2 * 40)
+    a, b = simindex.candidates.collect(chunks).arrays()
+    candidates = simindex.candidates.collect(chunks)
+    blocks = list(candidates.by_component())
+    assert (len(blocks) > 8) == spooled and candidates.spool is None
+    pairs = [p for x, y in blocks for p in zip(x.tolist(), y.tolist(), strict=True)]
+    documents, component = simindex.cluster.components(a, b)
+    named = dict(zip(documents.tolist(), component.tolist(), strict=True))
+    assert pairs == sorted(zip(a.tolist(), b.tolist()), key=lambda p: (named[p[0]], *p))
+    assert len(set(component.tolist())) > 1 and pairs != sorted(pairs)
+
+
+def test_run_spool_merges_runs_of_three_columns_in_order():
+    rng = np.random.default_rng(7)
+    spool, runs, rows = simindex.runs.RunSpool(), [], []
+    for _ in range(5):  # few distinct values: equal rows within and across runs
+        run = rng.integers(0, 4, size=(3, 40)) + 2**40
+        run = run[:, np.lexsort(run[::-1])]
+        runs.append(spool.add(*run))
+        rows.extend(zip(*run.tolist(), strict=True))
+    merged = list(spool.merged(runs, memory=32 * 3 * 5 * 3))  # 3 rows a run at a time
+    assert len(merged) > 5
+    assert [r for block in merged for r in zip(*[c.tolist() for c in block])] == sorted(rows)
+    with pytest.raises(ValueError, match="2 columns in a spool of 3"):
+        spool.add(run[0], run[1])
+    spool.close()
 
 
 def test_candidates_spooled_to_disk_give_the_same_pairs(db_url, news, tmp_path, monkeypatch):

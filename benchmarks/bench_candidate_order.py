@@ -1,0 +1,101 @@
+"""Benchmark: how many documents verification reads, by the order of the candidate pairs.
+
+Verification reads the signatures of a block of candidate pairs (simindex.index.ESTIMATED_PAIRS
+of them) at once, one read per distinct document of the block. This script collects an
+index's candidate pairs (the active banding's buckets, as `simindex pairs --full` does) and
+counts those reads, and the largest number of a block, for the pairs in (doc_a, doc_b) order
+(Candidates.blocks) and grouped by component (Candidates.by_component, what verification
+uses), with the components' sizes. No pair is verified; nothing is written to the index.
+
+Run from the repository root, on an index `simindex ingest` made:
+    .venv/bin/python benchmarks/bench_candidate_order.py --db URL [--write-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_pipeline import append_results  # noqa: E402 (the sibling scripts)
+
+from simindex import Index  # noqa: E402
+from simindex.candidates import Candidates, collect  # noqa: E402
+from simindex.cluster import components  # noqa: E402
+from simindex.index import ESTIMATED_PAIRS  # noqa: E402
+from simindex.store import display_url  # noqa: E402
+
+
+def candidates(index: Index) -> Candidates:
+    """The active banding's candidate pairs, collected from its buckets."""
+    with index._transaction() as connection:
+        banding = index._active_banding(connection)["id"]
+        return collect(index._store.iter_buckets(connection, banding, None))
+
+
+def reads(blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int, int, float]:
+    """(pairs, document reads, largest reads of a block, seconds) when ``blocks`` are cut
+    into ESTIMATED_PAIRS pairs as verification cuts them."""
+    started = time.perf_counter()
+    pairs = total = largest = 0
+    for a, b in blocks:
+        pairs += a.size
+        for start in range(0, a.size, ESTIMATED_PAIRS):
+            part = slice(start, start + ESTIMATED_PAIRS)
+            count = np.unique(np.concatenate((a[part], b[part]))).size
+            total, largest = total + count, max(largest, count)
+    return pairs, total, largest, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--db", required=True, help="an index's database URL or SQLite path")
+    parser.add_argument("--write-results", action="store_true", help="append to RESULTS.md")
+    args = parser.parse_args()
+    with Index.open(args.db) as index:
+        with index._transaction() as connection:
+            documents = index._store.document_count(connection)
+        a, b = candidates(index).arrays()
+        _, component = components(a, b)
+        del a, b
+        _, sizes = np.unique(component, return_counts=True)
+        del component
+        ordered = reads(candidates(index).blocks())
+        grouped = reads(candidates(index).by_component())
+    started = datetime.now(UTC)
+    lines = [
+        f"## {started:%Y-%m-%d %H:%M} UTC: documents verification reads, by candidate order",
+        "",
+        f"- Machine: nproc {platform.os.cpu_count()}, {platform.machine()}, "
+        f"Python {platform.python_version()}",
+        f"- Command: `.venv/bin/python benchmarks/bench_candidate_order.py --db "
+        f"{display_url(args.db)}`",
+        f"- Index: {documents:,} documents; {ordered[0]:,} candidate pairs over "
+        f"{sizes.sum():,} documents in {sizes.size:,} components (largest {sizes.max():,}; "
+        f"{(sizes <= 10).sum():,} of at most 10 documents); blocks of {ESTIMATED_PAIRS:,} pairs",
+        "",
+        "| order | document reads | reads per document | most reads in a block | seconds to read |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, (_, total, largest, seconds) in (
+        ("(doc_a, doc_b): `Candidates.blocks`", ordered),
+        ("by component: `Candidates.by_component`", grouped),
+    ):
+        lines.append(
+            f"| {name} | {total:,} | {total / sizes.sum():.2f} | {largest:,} | {seconds:.1f} |"
+        )
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if args.write_results:
+        append_results(section)
+
+
+if __name__ == "__main__":
+    main()
