@@ -53,42 +53,47 @@ class Candidates:
 
     def by_component(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The distinct pairs as (doc_a, doc_b) blocks grouped by connected component of the
-        candidate graph: in (component, doc_a, doc_b) order, a component named by its
-        smallest id. Once read, the runs on disk are gone.
+        candidate graph, components in the order of their smallest ids, a component's pairs
+        in (doc_a, doc_b) order when it fits in a block. Once read, the runs on disk are
+        gone.
 
         Verification reads the documents of a block of pairs at once. In (doc_a, doc_b)
         order a document's pairs as doc_b are strewn over the whole stream, and it is read
         again in each block it appears in; grouped, the pairs of a cluster of near-duplicates
         share a block. The 4M corpus's 5.8M candidates, in blocks of 8,192 pairs: 7.0M reads
         of 2.0M documents in (doc_a, doc_b) order, 3.2M grouped
-        (benchmarks/bench_candidate_order.py). Costs 16 bytes a document while the
-        components are found (a union-find over the documents' positions, block by block);
-        pairs past HELD_PAIRS are grouped on disk, in sorted runs merged back."""
-        spool, runs = None, []
+        (benchmarks/bench_candidate_order.py). Three passes over the pairs, holding 16 bytes
+        a document: their documents; a union-find over the documents' positions, block by
+        block; each block sorted by component, a run on disk when there are several, the
+        runs merged back."""
+        spool, runs, block = None, [], None
         try:
             documents = _distinct_documents(self._merged())
-            parent = np.arange(documents.shape[0])
+            # Each document's root, once flattened: the position of its component's smallest
+            # id, which names the component (positions sort like ids).
+            root = np.arange(documents.shape[0])
             for a, b in self._merged():
-                unite(parent, np.searchsorted(documents, a), np.searchsorted(documents, b))
-            component = documents[flatten(parent)]
-            del parent
-            rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-            for a, b in self._merged():
-                rows.append((component[np.searchsorted(documents, a)], a, b))
-                if sum(r[0].shape[0] for r in rows) >= HELD_PAIRS:
+                unite(root, np.searchsorted(documents, a), np.searchsorted(documents, b))
+            flatten(root)
+            for a, b in self._merged():  # sorted stably, so by (component, doc_a, doc_b)
+                component = root[np.searchsorted(documents, a)]
+                order = np.argsort(component, kind="stable")
+                if block is not None:
                     spool = spool or RunSpool()
-                    runs.append(spool.add(*_by_component(rows)))
-                    rows = []
-            del documents, component
+                    runs.append(spool.add(*block))
+                block = component[order], a[order], b[order]
+            del documents, root
             self._close()
-            if spool is None:
-                _, a, b = _by_component(rows)
-                if a.size:
-                    yield a, b
+            if spool is None:  # one block: no runs to merge
+                if block is not None:
+                    yield block[1], block[2]
                 return
-            if rows:
-                runs.append(spool.add(*_by_component(rows)))
-            for _, a, b in spool.merged(runs, MERGE_MEMORY):
+            runs.append(spool.add(*block))
+            block = None
+            # By component alone: a component's pairs of every run at once, each run's in
+            # order (a giant component's pairs, in (doc_a, doc_b) order, would otherwise
+            # come a run's few at a time).
+            for _, a, b in spool.merged(runs, MERGE_MEMORY, key=1):
                 yield a, b
         finally:
             self._close()
@@ -178,17 +183,6 @@ def _distinct_documents(blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> np.n
         if count >= HELD_PAIRS:
             found, pending, count = distinct(np.concatenate([found, *pending])), [], 0
     return distinct(np.concatenate([found, *pending]))
-
-
-def _by_component(
-    rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Blocks of rows (component, doc_a, doc_b), each block's rows and the blocks in
-    (doc_a, doc_b) order, as one sorted block: a stable sort by component keeps that order
-    within each component (a third of the time of sorting by all three)."""
-    columns = [np.concatenate([r[c] for r in rows] or [np.empty(0, np.int64)]) for c in range(3)]
-    order = np.argsort(columns[0], kind="stable")
-    return columns[0][order], columns[1][order], columns[2][order]
 
 
 def _merge_chunks(

@@ -33,25 +33,29 @@ class RunSpool:
             np.ascontiguousarray(column, dtype=np.int64).tofile(self._file)
         return offset, columns[0].shape[0]
 
-    def merged(self, runs: list[tuple[int, int]], memory: int) -> Iterator[tuple[np.ndarray, ...]]:
-        """The rows of ``runs`` ((offset, rows) each) in order, block by block, as a tuple of
-        columns, holding about ``memory`` bytes of them (a k-way merge of blocks). Equal rows
-        of different runs come in the order of ``runs``."""
+    def merged(
+        self, runs: list[tuple[int, int]], memory: int, key: int | None = None
+    ) -> Iterator[tuple[np.ndarray, ...]]:
+        """The rows of ``runs`` ((offset, rows) each) in order of their first ``key`` columns
+        (all of them by default), block by block, as a tuple of columns, holding about
+        ``memory`` bytes of them (a k-way merge of blocks). Rows equal in those columns come
+        in the order of ``runs`` within a block, and in their run's order."""
         self._file.flush()
+        key = key or self._width
         readers = [_Run(self._file.fileno(), offset, rows, self._width) for offset, rows in runs]
         block = max(1, memory // (32 * self._width * max(len(readers), 1)))
         while True:
             for run in readers:
                 run.fill(block)
             open_runs = [run for run in readers if run.unread]
-            # Rows up to the least last-read row of the runs not read to their end are final:
-            # every row still unread in any run sorts after it.
-            last = min(run.last for run in open_runs) if open_runs else None
+            # Rows up to the least last-read key of the runs not read to their end are final:
+            # every row still unread in any run sorts after it, or with it.
+            last = min(run.last[:key] for run in open_runs) if open_runs else None
             taken = [run.take(last) for run in readers]
             columns = tuple(np.concatenate([t[c] for t in taken]) for c in range(self._width))
             if not columns[0].size:
                 return
-            order = np.lexsort(columns[::-1])  # stable: equal rows keep the order of the runs
+            order = np.lexsort(columns[:key][::-1])  # stable: ties keep the order taken
             yield tuple(column[order] for column in columns)
 
     def close(self) -> None:
@@ -87,12 +91,12 @@ class _Run:
         self._read += count
 
     def take(self, last: tuple[int, ...] | None = None) -> list[np.ndarray]:
-        """The waiting rows up to ``last`` inclusive (all of them if None), removed from the
-        run."""
+        """The waiting rows up to ``last`` inclusive (all of them if None), compared on as
+        many columns as ``last`` has, removed from the run."""
         count = self._columns[0].size
         if last is not None:
             low, high = 0, count  # narrowed, column by column, to the rows equal to last
-            for column, value in zip(self._columns, last, strict=True):
+            for column, value in zip(self._columns, last):  # the first len(last)
                 part = column[low:high]
                 low, high = (
                     low + int(np.searchsorted(part, value, "left")),

@@ -172,8 +172,12 @@ def test_candidates_by_component_come_grouped_by_component(monkeypatch, spooled)
     pairs = [p for x, y in blocks for p in zip(x.tolist(), y.tolist(), strict=True)]
     documents, component = simindex.cluster.components(a, b)
     named = dict(zip(documents.tolist(), component.tolist(), strict=True))
-    assert pairs == sorted(zip(a.tolist(), b.tolist()), key=lambda p: (named[p[0]], *p))
-    assert len(set(component.tolist())) > 1 and pairs != sorted(pairs)
+    components = [named[x] for x, _ in pairs]
+    assert components == sorted(components)  # each component's pairs together, in order
+    assert sorted(pairs) == list(zip(a.tolist(), b.tolist(), strict=True))  # each pair once
+    if not spooled:  # one block: each component's pairs in (doc_a, doc_b) order
+        assert pairs == sorted(pairs, key=lambda p: (named[p[0]], *p))
+    assert len(set(components)) > 1 and pairs != sorted(pairs)
 
 
 def test_run_spool_merges_runs_of_three_columns_in_order():
@@ -187,6 +191,11 @@ def test_run_spool_merges_runs_of_three_columns_in_order():
     merged = list(spool.merged(runs, memory=32 * 3 * 5 * 3))  # 3 rows a run at a time
     assert len(merged) > 5
     assert [r for block in merged for r in zip(*[c.tolist() for c in block])] == sorted(rows)
+    by_first = [r for block in spool.merged(runs, 32 * 3 * 5 * 3, key=1) for r in zip(*block)]
+    assert [r[0] for r in by_first] == sorted(r[0] for r in rows)
+    for value in {r[0] for r in rows}:
+        tied = [r for r in by_first if r[0] == value]
+        assert sorted(tied) == sorted(r for r in rows if r[0] == value)
     with pytest.raises(ValueError, match="2 columns in a spool of 3"):
         spool.add(run[0], run[1])
     spool.close()
