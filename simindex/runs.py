@@ -96,7 +96,7 @@ class _Run:
         count = self._columns[0].size
         if last is not None:
             low, high = 0, count  # narrowed, column by column, to the rows equal to last
-            for column, value in zip(self._columns, last):  # the first len(last)
+            for column, value in zip(self._columns[: len(last)], last, strict=True):
                 part = column[low:high]
                 low, high = (
                     low + int(np.searchsorted(part, value, "left")),
