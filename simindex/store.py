@@ -1025,6 +1025,17 @@ class Store:
         estimated: np.ndarray,
         exact: np.ndarray | None,
     ) -> None:
+        if self.dialect == "postgresql":
+            tuples = np.empty(len(doc_a), dtype=_pair_tuple(exact is not None))
+            tuples["fields"], tuples["banding_len"], tuples["banding"] = 5, 4, banding_id
+            tuples["a_len"], tuples["b_len"], tuples["estimated_len"] = 8, 8, 8
+            tuples["doc_a"], tuples["doc_b"], tuples["estimated"] = doc_a, doc_b, estimated
+            tuples["exact_len"] = -1 if exact is None else 8  # -1: NULL, no value follows
+            if exact is not None:
+                tuples["exact"] = exact
+            columns = "banding_id, doc_a, doc_b, estimated_jaccard, exact_jaccard"
+            _copy_binary(connection, f"pairs ({columns})", [tuples])
+            return
         exact_values = [None] * len(doc_a) if exact is None else exact.tolist()
         rows = list(
             zip(
@@ -1875,6 +1886,19 @@ def _copy_band_keys(
     tuples["band_len"], tuples["key_len"], tuples["doc_len"] = 2, 8, 8
     tuples["band"], tuples["key"], tuples["document_id"] = band, key, document_id
     _copy_binary(connection, f"{table} (band, key, document_id)", [tuples], options)
+
+
+def _pair_tuple(exact: bool) -> np.dtype:
+    """A pairs row in COPY's binary format; without ``exact``, exact_jaccard is NULL."""
+    fields = [
+        ("fields", ">i2"),
+        ("banding_len", ">i4"), ("banding", ">i4"),
+        ("a_len", ">i4"), ("doc_a", ">i8"),
+        ("b_len", ">i4"), ("doc_b", ">i8"),
+        ("estimated_len", ">i4"), ("estimated", ">f8"),
+        ("exact_len", ">i4"),
+    ]  # fmt: skip
+    return np.dtype(fields + [("exact", ">f8")] if exact else fields)
 
 
 def _signature_tuple(num_perm: int) -> np.dtype:
