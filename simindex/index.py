@@ -923,18 +923,21 @@ class Index:
 
         candidates = collect(buckets, max_bucket_size)
         found = _Verified(0, candidates.hot_buckets, candidates.largest_bucket, 0, [])
-        with self._signature_reader(connection) as reader:
+
+        def to_verify() -> Iterator[tuple[np.ndarray, np.ndarray]]:
             for doc_a, doc_b in candidates.by_component():  # see its docstring
                 if since is not None:  # pairs of two older documents are stored already
                     new = doc_b > since
                     doc_a, doc_b = doc_a[new], doc_b[new]
                 found.candidates += int(doc_a.size)
-                verified = self._verify(connection, reader, doc_a, doc_b, threshold, text_bytes)
-                for chunk in verified:
-                    self._store.insert_pairs(connection, banding_id, *chunk)
-                    found.pairs += chunk[0].size
-                    if since is not None:  # incremental clusters absorb these pairs
-                        found.kept.append(chunk)
+                yield doc_a, doc_b
+
+        with self._signature_reader(connection) as reader:
+            for chunk in self._verify(connection, reader, to_verify(), threshold, text_bytes):
+                self._store.insert_pairs(connection, banding_id, *chunk)
+                found.pairs += chunk[0].size
+                if since is not None:  # incremental clusters absorb these pairs
+                    found.kept.append(chunk)
         return found
 
     @contextmanager
@@ -954,21 +957,22 @@ class Index:
         self,
         connection: Connection,
         reader: Connection,
-        doc_a: np.ndarray,
-        doc_b: np.ndarray,
+        blocks: Iterable[tuple[np.ndarray, np.ndarray]],
         threshold: float,
         text_bytes: int,
     ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
-        """The candidate pairs with similarity >= threshold, in chunks of (doc_a, doc_b,
-        estimated, exact) whose documents hold about ``text_bytes`` of text.
+        """The candidate pairs of ``blocks`` (doc_a, doc_b) with similarity >= threshold, in
+        chunks of (doc_a, doc_b, estimated, exact) whose documents hold about ``text_bytes``
+        of text.
 
         A worker thread compares a chunk while this one reads the next chunk's documents and
         the caller stores the pairs before (the database works while the kernels do, and
         ``connection`` is used from this thread only); two chunks' documents exist at a time.
-        Signatures are read on ``reader`` (see _plausible)."""
+        Signatures are read on ``reader`` (see _plausible). One pipeline runs through all
+        the blocks: a block's first reads overlap the previous block's last compare."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
-            for block_a, block_b, signed in self._plausible(reader, doc_a, doc_b, threshold):
+            for block_a, block_b, signed in self._plausible(reader, blocks, threshold):
                 for lo, hi in self._text_spans(connection, block_a, block_b, text_bytes):
                     a, b = block_a[lo:hi], block_b[lo:hi]
                     documents = self._chunk_documents(connection, a, b, signed)
@@ -980,25 +984,31 @@ class Index:
                 yield comparing.result()
 
     def _plausible(
-        self, reader: Connection, doc_a: np.ndarray, doc_b: np.ndarray, threshold: float
+        self, reader: Connection, blocks: Iterable[tuple[np.ndarray, np.ndarray]], threshold: float
     ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]]:
-        """The pairs, ESTIMATED_PAIRS at a time, with the (sorted ids, signatures) of their
-        documents, less the pairs whose signature estimate rules out an exact similarity >=
-        threshold (see verify.estimate_floor): their texts are never read. Without kept text
-        the estimate is the verdict, so all pass. A worker thread reads the next pairs'
-        signatures on ``reader`` while the caller uses these, so the database looks them up
-        while it reads texts and stores pairs: `pairs --full` at 4M documents 242.5 s before,
-        156.4 s after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
+        """The pairs of ``blocks``, ESTIMATED_PAIRS at a time, with the (sorted ids,
+        signatures) of their documents, less the pairs whose signature estimate rules out an
+        exact similarity >= threshold (see verify.estimate_floor): their texts are never read.
+        Without kept text the estimate is the verdict, so all pass. A worker thread takes the
+        next pairs (from the blocks, across their bounds) and reads their signatures on
+        ``reader`` while the caller uses these, so the database looks them up while it reads
+        texts and stores pairs: `pairs --full` at 4M documents 242.5 s before, 156.4 s after
+        (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
         from simindex.minhash import estimate_jaccard
         from simindex.verify import estimate_floor
 
-        def signed(start: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-            a, b = doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS]
+        def signed(pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+            a, b = pairs
             ids = np.unique(np.concatenate((a, b)))
             return a, b, ids, self._signatures(reader, ids)
 
+        slices = (
+            (doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS])
+            for doc_a, doc_b in blocks
+            for start in range(0, doc_a.size, ESTIMATED_PAIRS)
+        )
         floor = estimate_floor(threshold, self.spec.num_perm)
-        for a, b, ids, signatures in ahead(range(0, doc_a.size, ESTIMATED_PAIRS), signed):
+        for a, b, ids, signatures in ahead(slices, signed):
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor
