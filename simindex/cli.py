@@ -585,7 +585,7 @@ def pairs(
                 f"{report.largest_bucket}); their members were linked to one representative"
             )
         if top:
-            found = list(itertools.islice(index.pairs(report.threshold), top))
+            found = list(index.pairs(report.threshold, limit=top))
             titles = _titles(index, [i for p in found for i in (p.id_a, p.id_b)]) if show else None
             columns = ["id_a", "id_b", "similarity", "estimate"]
             table = Table(*columns, *(["title_a", "title_b"] if titles is not None else []))

@@ -1081,17 +1081,20 @@ class Index:
             for lo, hi in spans(np.cumsum(cost), text_bytes):
                 yield start + lo, start + hi
 
-    def pairs(self, threshold: float | None = None) -> Iterator[Pair]:
-        """Stored pairs of the active banding with similarity >= threshold, best first.
+    def pairs(self, threshold: float | None = None, *, limit: int | None = None) -> Iterator[Pair]:
+        """Stored pairs of the active banding with similarity >= threshold, best first (the
+        first ``limit`` of them, if given: cheaper than stopping early on a large index).
 
         Raises SimindexError if pairs were not found (or are stale, or were found at a
         higher threshold): run :meth:`find_pairs` first.
         """
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
+        if limit is not None and limit < 0:
+            raise ParameterError(f"limit must not be negative, got {limit}")
         with self._transaction() as connection:
             active = self._active_banding(connection)
             self._check_pairs_cover(connection, active, threshold)
-            for row in self._store.iter_pairs(connection, active["id"], threshold):
+            for row in self._store.iter_pairs(connection, active["id"], threshold, limit):
                 yield _pair(row)
 
     def _check_pairs_cover(self, connection: Connection, active: dict, threshold: float) -> None:

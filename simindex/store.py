@@ -1052,11 +1052,24 @@ class Store:
             self._bulk_insert(connection, "pairs", columns, chunk)
 
     def iter_pairs(
-        self, connection: Connection, banding_id: int, threshold: float
+        self, connection: Connection, banding_id: int, threshold: float, limit: int | None = None
     ) -> Iterator[dict[str, Any]]:
-        """Stored pairs with external ids and similarity >= threshold, most similar first."""
+        """Stored pairs with external ids and similarity >= threshold, most similar first;
+        the first ``limit`` of them if given. Those are found by a similarity cut-off read
+        from the pairs alone (the limit-th best), so the database joins and sorts the pairs
+        above it only, not every stored pair with its external ids."""
         query, similarity, order = _named_pairs(banding_id)
         query = query.add_columns(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
+        if limit is not None:
+            cutoff = connection.execute(
+                select(similarity)
+                .where(pairs.c.banding_id == banding_id, similarity >= threshold)
+                .order_by(similarity.desc())
+                .offset(max(limit - 1, 0))
+                .limit(1)
+            ).scalar()
+            threshold = threshold if cutoff is None else max(threshold, cutoff)
+            query = query.limit(limit)
         query = query.where(similarity >= threshold).order_by(similarity.desc(), *order)
         streamed = {"stream_results": True, "yield_per": 10_000}
         for row in connection.execute(query, execution_options=streamed).mappings():

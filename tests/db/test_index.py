@@ -20,6 +20,7 @@ from simindex.errors import (
     DatabaseError,
     DuplicateIdError,
     EmptyDocumentError,
+    ParameterError,
     SchemaVersionError,
     SimindexError,
 )
@@ -65,6 +66,20 @@ def test_sample_corpus_pairs_are_the_exact_pairs(db_url, news):
     for pair, similarity in found.items():
         assert similarity == pytest.approx(truth[pair], abs=1e-12)
     assert ("n003", "n019") in found  # a planted exact duplicate
+
+
+def test_the_best_pairs_up_to_a_limit_are_the_first_of_all(db_url, news):
+    with Index.create(db_url, threshold=0.5) as index:
+        index.add(news)
+        index.find_pairs()
+        every = list(index.pairs())
+        similarities = [p.similarity for p in every]
+        assert len(every) == 30 and len(set(similarities)) < 30  # ties, at 1.0 at least
+        for limit in range(len(every) + 2):  # a cut inside a tie too
+            assert list(index.pairs(limit=limit)) == every[:limit]
+        assert list(index.pairs(0.9, limit=3)) == [p for p in every if p.similarity >= 0.9][:3]
+        with pytest.raises(ParameterError, match="limit must not be negative"):
+            list(index.pairs(limit=-1))
 
 
 def test_query_text_and_query_id(db_url, news):
