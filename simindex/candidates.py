@@ -27,7 +27,7 @@ MERGE_PAIRS = 1 << 18
 # merge writes them); past it, pairs' memory no longer follows the candidates.
 HELD_PAIRS = 1 << 20
 # Bytes of the runs read at a time when they are merged back.
-MERGE_MEMORY = 4 * 2**20
+MERGE_MEMORY = 16 * 2**20
 
 
 @dataclass
