@@ -75,8 +75,10 @@ def test_the_best_pairs_up_to_a_limit_are_the_first_of_all(db_url, news):
         every = list(index.pairs())
         similarities = [p.similarity for p in every]
         assert len(every) == 30 and len(set(similarities)) < 30  # ties, at 1.0 at least
-        for limit in range(len(every) + 2):  # a cut inside a tie too
+        weakest_first = sorted(every, key=lambda p: (p.similarity, p.id_a, p.id_b))
+        for limit in range(len(every) + 2):  # a cut inside a tie too, at either end
             assert list(index.pairs(limit=limit)) == every[:limit]
+            assert index.weakest_pairs(limit) == weakest_first[:limit]
         assert list(index.pairs(0.9, limit=3)) == [p for p in every if p.similarity >= 0.9][:3]
         with pytest.raises(ParameterError, match="limit must not be negative"):
             list(index.pairs(limit=-1))
