@@ -161,9 +161,11 @@ def test_candidates_by_component_come_grouped_by_component(monkeypatch, spooled)
                    for _ in range(25)]  # fmt: skip
         offsets = np.r_[0, np.cumsum([len(b) for b in buckets])]
         chunks.append((np.concatenate(buckets), offsets))
-    if spooled:  # runs of ~11 pairs, and the grouped runs, merged back 2 rows per run
+    if spooled:  # runs of ~11 pairs, and the grouped runs, merged back 2 rows per run;
+        # their documents found a few blocks at a time
         monkeypatch.setattr(simindex.candidates, "MERGE_PAIRS", 7)
         monkeypatch.setattr(simindex.candidates, "HELD_PAIRS", 11)
+        monkeypatch.setattr(simindex.candidates, "DISTINCT_BATCH", 5)
         monkeypatch.setattr(simindex.candidates, "MERGE_MEMORY", 32 * 3 * 2 * 40)
     a, b = simindex.candidates.collect(chunks).arrays()
     candidates = simindex.candidates.collect(chunks)
@@ -208,6 +210,7 @@ def test_candidates_spooled_to_disk_give_the_same_pairs(db_url, news, tmp_path, 
         whole = index.find_pairs()
         expected = _stored(index)
     monkeypatch.setattr(simindex.candidates, "HELD_PAIRS", 5)
+    monkeypatch.setattr(simindex.candidates, "DISTINCT_BATCH", 3)
     monkeypatch.setattr(simindex.candidates, "MERGE_MEMORY", 64 * 3)
     with Index.create(db_url, threshold=0.5) as index:
         index.add(news)
