@@ -2,16 +2,17 @@
 
 A host's speed drifts by more than many changes are worth (this one's by 10-15% within an
 hour), so two codes are compared pair by pair: for each pair, A's run then B's, each on a
-fresh PostgreSQL database made after a CHECKPOINT. Each commit runs from its own snapshot
+fresh database (PostgreSQL's made after a CHECKPOINT; SQLite's a new file). Each commit runs from its own snapshot
 (bench_pipeline.snapshot, its numba kernels compiled by a warm-up first) with ``python -P -m
 simindex``. The corpus is bench_scale's (generated and cached under benchmarks/data/).
 
-Steps: ``ingest`` (the corpus into a new index, text kept) or ``pairs`` (``pairs --full`` on
-an index that each commit ingested once before its runs).
+Steps: ``ingest`` (the corpus into a new index, text kept), ``pairs`` (``pairs --full`` on
+an index that each commit ingested once before its runs) or ``dedup`` (the corpus through
+``simindex dedup`` into a new index).
 
 Run from the repository root:
     .venv/bin/python benchmarks/bench_ab.py A_COMMIT B_COMMIT --step ingest [--size 400000]
-        [--pairs 5] [--write-results]
+        [--pairs 5] [--backend pg|sqlite] [--write-results]
 """
 
 from __future__ import annotations
@@ -31,29 +32,35 @@ from bench_pipeline import (  # noqa: E402 (the sibling scripts)
     corpus_name,
     corpus_path,
     git,
-    pg_admin,
-    pg_url,
     snapshot,
 )
-from bench_scale import SEED, SIMINDEX, code_env, in_child, run_step, warm_up  # noqa: E402
+from bench_scale import (  # noqa: E402
+    SEED,
+    SIMINDEX,
+    Database,
+    code_env,
+    in_child,
+    run_step,
+    warm_up,
+)
 
 
-def fresh_database(admin_url: str, name: str) -> str:
-    with pg_admin(admin_url) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
-        conn.execute("CHECKPOINT")
-    return pg_url(admin_url, name)
+def fresh_database(args: argparse.Namespace, name: str) -> Database:
+    database = Database(args.backend, name, args.pg_url, args.sqlite_dir)
+    database.execute("CHECKPOINT")
+    return database
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("a")
     parser.add_argument("b")
-    parser.add_argument("--step", choices=["ingest", "pairs"], required=True)
+    parser.add_argument("--step", choices=["ingest", "pairs", "dedup"], required=True)
     parser.add_argument("--size", type=int, default=400_000)
     parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--backend", choices=["pg", "sqlite"], default="pg")
     parser.add_argument("--pg-url", default=DEFAULT_PG)
+    parser.add_argument("--sqlite-dir", type=Path, default=Path("/tmp"))
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args()
 
@@ -65,39 +72,45 @@ def main() -> None:
     in_child("corpus", str(args.size))
     corpus = str(corpus_path(corpus_name(str(args.size)), SEED))
     ingest = ["ingest", corpus, "--db"]
-    indexed = {}
+    out = args.sqlite_dir / "bench_ab_dedup.jsonl"
+    indexed: dict[str, Database] = {}
     if args.step == "pairs":  # one index per commit, loaded once
         for i, commit in enumerate(commits):
-            indexed[commit] = fresh_database(args.pg_url, f"bench_ab_{i}")
-            run_step(f"{commit} ingest", [*SIMINDEX, *ingest, indexed[commit]], env=envs[commit])
+            indexed[commit] = fresh_database(args, f"bench_ab_{i}")
+            run_step(
+                f"{commit} ingest", [*SIMINDEX, *ingest, indexed[commit].url], env=envs[commit]
+            )
     runs: dict[str, list[dict]] = {commit: [] for commit in commits}
     for pair in range(1, args.pairs + 1):
         for commit in commits:
-            if args.step == "ingest":
-                url = fresh_database(args.pg_url, "bench_ab")
-                command = [*SIMINDEX, *ingest, url]
+            if args.step == "pairs":
+                url = indexed[commit].url
+                command = [*SIMINDEX, "pairs", "--full", "--top", "0", "--db", url]
             else:
-                command = [*SIMINDEX, "pairs", "--full", "--top", "0", "--db", indexed[commit]]
+                url = fresh_database(args, "bench_ab").url
+                command = [*SIMINDEX, *ingest, url]
+                if args.step == "dedup":
+                    command = [*SIMINDEX, "dedup", corpus, "-o", str(out), "--db", url]
             result = run_step(f"pair {pair}: {commit} {args.step}", command, env=envs[commit])
             if not result["ok"]:
                 sys.exit(f"Error: {commit} failed: {result['error']}")
             runs[commit].append(result)
-    with pg_admin(args.pg_url) as conn:
-        for name in ("bench_ab", "bench_ab_0", "bench_ab_1"):
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    out.unlink(missing_ok=True)
+    for database in [*indexed.values(), fresh_database(args, "bench_ab")]:
+        database.drop()
 
     a, b = (runs[c] for c in commits)
     differences = [rb["seconds"] - ra["seconds"] for ra, rb in zip(a, b, strict=True)]
     command = (
         f"`.venv/bin/python benchmarks/bench_ab.py {commits[0]} {commits[1]} --step {args.step} "
-        f"--size {args.size} --pairs {args.pairs}`"
+        f"--size {args.size} --pairs {args.pairs} --backend {args.backend}`"
     )
     lines = [
         f"## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {args.step} of {commits[0]} (A) against "
         f"{commits[1]} (B), paired runs",
         "",
         f"- Machine: nproc {os.cpu_count()}, {platform.machine()}, Python {platform.python_version()}; "
-        "PostgreSQL on the same machine",
+        f"{'PostgreSQL on the same machine' if args.backend == 'pg' else 'SQLite'}",
         f"- Command: {command}",
         "",
         "| pair | A wall | B wall | B - A | A peak RSS | B peak RSS |",
