@@ -78,8 +78,6 @@ VERIFY_TEXT_BYTES = 2**20
 # Characters of text at which add() ends a batch (~14 bytes of transient arrays a character
 # while it is signed; the next batch is read and signed while one is written).
 BATCH_TEXT_CHARS = 2**21
-# Candidate pairs whose documents' text sizes are asked for in one query.
-SIZED_PAIRS = 25_000
 # Candidate pairs whose documents' signatures are read at once to rule some out (~1 KB of
 # transient memory per pair).
 ESTIMATED_PAIRS = 8_192
@@ -812,7 +810,8 @@ class Index:
         from simindex.minhash import unpack
 
         signatures, texts, names = [np.empty((0, self.spec.num_perm), np.uint32)], [], []
-        for lo, hi in self._text_spans(connection, ids, ids, VERIFY_TEXT_BYTES):
+        sizes = self._document_bytes(connection, ids)
+        for lo, hi in spans(np.cumsum(sizes), VERIFY_TEXT_BYTES):
             rows = self._store.documents_of(connection, ids[lo:hi])
             chunk = [rows[int(i)] for i in ids[lo:hi]]
             signatures.append(unpack([row[2] for row in chunk], self.spec.num_perm))
@@ -972,8 +971,8 @@ class Index:
         the blocks: a block's first reads overlap the previous block's last compare."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
-            for block_a, block_b, signed in self._plausible(reader, blocks, threshold):
-                for lo, hi in self._text_spans(connection, block_a, block_b, text_bytes):
+            for block_a, block_b, signed, sizes in self._plausible(reader, blocks, threshold):
+                for lo, hi in _pair_spans(block_a, block_b, signed[0], sizes, text_bytes):
                     a, b = block_a[lo:hi], block_b[lo:hi]
                     documents = self._chunk_documents(connection, a, b, signed)
                     done = comparing.result() if comparing else None
@@ -985,35 +984,45 @@ class Index:
 
     def _plausible(
         self, reader: Connection, blocks: Iterable[tuple[np.ndarray, np.ndarray]], threshold: float
-    ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]]:
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]]:
         """The pairs of ``blocks``, ESTIMATED_PAIRS at a time, with the (sorted ids,
-        signatures) of their documents, less the pairs whose signature estimate rules out an
-        exact similarity >= threshold (see verify.estimate_floor): their texts are never read.
-        Without kept text the estimate is the verdict, so all pass. A worker thread takes the
-        next pairs (from the blocks, across their bounds) and reads their signatures on
-        ``reader`` while the caller uses these, so the database looks them up while it reads
-        texts and stores pairs: `pairs --full` at 4M documents 242.5 s before, 156.4 s after
-        (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
+        signatures) of their documents and the documents' bytes (see _document_bytes), less
+        the pairs whose signature estimate rules out an exact similarity >= threshold (see
+        verify.estimate_floor): their texts are never read. Without kept text the estimate is
+        the verdict, so all pass.
+
+        A worker thread takes the next pairs (from the blocks, across their bounds), reads
+        their signatures and text sizes on ``reader`` and rules pairs out, while the caller
+        reads texts and stores pairs on its connection: the database looks both up at once.
+        `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
+        after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
         from simindex.minhash import estimate_jaccard
         from simindex.verify import estimate_floor
 
-        def signed(pairs: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, ...]:
+        floor = estimate_floor(threshold, self.spec.num_perm)
+
+        def plausible(pairs: tuple[np.ndarray, np.ndarray]) -> tuple[Any, ...]:
             a, b = pairs
             ids = np.unique(np.concatenate((a, b)))
-            return a, b, ids, self._signatures(reader, ids)
+            signatures = self._signatures(reader, ids)
+            sizes = np.zeros(ids.shape, np.int64)
+            if self.keep_text and floor > 0:
+                rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
+                keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor
+                a, b = a[keep], b[keep]
+                # Only the plausible pairs' texts are sized (and read); the others count 0.
+                wanted = np.unique(np.concatenate((a, b)))
+                sizes[np.searchsorted(ids, wanted)] = self._document_bytes(reader, wanted)
+            else:
+                sizes += self._document_bytes(reader, ids)
+            return a, b, (ids, signatures), sizes
 
         slices = (
             (doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS])
             for doc_a, doc_b in blocks
             for start in range(0, doc_a.size, ESTIMATED_PAIRS)
         )
-        floor = estimate_floor(threshold, self.spec.num_perm)
-        for a, b, ids, signatures in ahead(slices, signed):
-            if self.keep_text and floor > 0:
-                rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
-                keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor
-                a, b = a[keep], b[keep]
-            yield a, b, (ids, signatures)
+        yield from ahead(slices, plausible)
 
     def _chunk_documents(
         self,
@@ -1066,20 +1075,17 @@ class Index:
         self, connection: Connection, a: np.ndarray, b: np.ndarray, text_bytes: int
     ) -> Iterator[tuple[int, int]]:
         """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
-        ``text_bytes`` of text (a signature counts as its bytes; one pair at least). A run
-        of equal a[i] counts a's text once, so pairs sorted by a make fewer ranges."""
-        signature_bytes = 4 * self.spec.num_perm
-        for start in range(0, a.size, SIZED_PAIRS):
-            block_a, block_b = a[start : start + SIZED_PAIRS], b[start : start + SIZED_PAIRS]
-            ids = np.unique(np.concatenate((block_a, block_b)))
-            sizes = np.full(ids.shape, signature_bytes, dtype=np.int64)
-            if self.keep_text:
-                sizes += self._store.text_sizes(connection, ids)
-            first_of_a = np.r_[True, block_a[1:] != block_a[:-1]]
-            cost = sizes[np.searchsorted(ids, block_b)]
-            cost += sizes[np.searchsorted(ids, block_a)] * first_of_a
-            for lo, hi in spans(np.cumsum(cost), text_bytes):
-                yield start + lo, start + hi
+        ``text_bytes`` (see _pair_spans), their sizes read on ``connection``."""
+        ids = np.unique(np.concatenate((a, b)))
+        return _pair_spans(a, b, ids, self._document_bytes(connection, ids), text_bytes)
+
+    def _document_bytes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
+        """What each of the sorted document ids weighs in a verification chunk: its
+        signature's bytes and its stored text's."""
+        sizes = np.full(ids.shape, 4 * self.spec.num_perm, dtype=np.int64)
+        if self.keep_text:
+            sizes += self._store.text_sizes(connection, ids)
+        return sizes
 
     def pairs(self, threshold: float | None = None, *, limit: int | None = None) -> Iterator[Pair]:
         """Stored pairs of the active banding with similarity >= threshold, best first (the
@@ -1686,6 +1692,18 @@ def schema_revision(
     except SchemaVersionError as exc:
         return revision, migrate.HEAD_REVISION, str(exc)
     return revision, migrate.HEAD_REVISION, "up to date"
+
+
+def _pair_spans(
+    a: np.ndarray, b: np.ndarray, ids: np.ndarray, sizes: np.ndarray, text_bytes: int
+) -> Iterator[tuple[int, int]]:
+    """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about ``text_bytes``
+    (one pair at least), ``sizes`` being the bytes of the sorted document ``ids``. A run of
+    equal a[i] counts a's size once, so pairs sorted by a make fewer ranges."""
+    first_of_a = np.r_[True, a[1:] != a[:-1]]
+    cost = sizes[np.searchsorted(ids, b)]
+    cost += sizes[np.searchsorted(ids, a)] * first_of_a
+    return spans(np.cumsum(cost), text_bytes)
 
 
 def _batches(documents: Iterator[Document], size: int, text_chars: int) -> Iterator[list[Document]]:
