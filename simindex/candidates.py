@@ -28,8 +28,10 @@ MERGE_PAIRS = 1 << 18
 HELD_PAIRS = 1 << 20
 # Distinct document ids of blocks of pairs gathered before they join the ones found so far.
 DISTINCT_BATCH = 1 << 18
-# Bytes of the runs read at a time when they are merged back.
+# Bytes of the runs read at a time when they are merged back: for the pairs handed on, and
+# for each of by_component's passes over them, which hold the documents' arrays besides.
 MERGE_MEMORY = 16 * 2**20
+PASS_MEMORY = 4 * 2**20
 
 
 @dataclass
@@ -64,20 +66,22 @@ class Candidates:
         again in each block it appears in; grouped, the pairs of a cluster of near-duplicates
         share a block. The 4M corpus's 5.8M candidates, in blocks of 8,192 pairs: 7.0M reads
         of 2.0M documents in (doc_a, doc_b) order, 3.2M grouped
-        (benchmarks/bench_candidate_order.py). Three passes over the pairs, holding 16 bytes
+        (benchmarks/bench_candidate_order.py). Three passes over the pairs, holding 12 bytes
         a document: their documents; a union-find over the documents' positions, block by
         block; each block sorted by component, a run on disk when there are several, the
-        runs merged back."""
+        runs merged back. The passes read the runs PASS_MEMORY at a time: at 4M documents
+        their arrays and reads were the top of `dedup`'s memory."""
         spool, runs, block = None, [], None
         try:
-            documents = _distinct_documents(self._merged())
+            documents = _distinct_documents(self._merged(PASS_MEMORY))
             # Each document's root, once flattened: the position of its component's smallest
             # id, which names the component (positions sort like ids).
-            root = np.arange(documents.shape[0])
-            for a, b in self._merged():
+            count = documents.shape[0]
+            root = np.arange(count, dtype=np.int32 if count < 2**31 else np.int64)
+            for a, b in self._merged(PASS_MEMORY):
                 unite(root, np.searchsorted(documents, a), np.searchsorted(documents, b))
             flatten(root)
-            for a, b in self._merged():  # sorted stably, so by (component, doc_a, doc_b)
+            for a, b in self._merged(PASS_MEMORY):  # stably: by (component, doc_a, doc_b)
                 component = root[np.searchsorted(documents, a)]
                 order = np.argsort(component, kind="stable")
                 if block is not None:
@@ -102,15 +106,16 @@ class Candidates:
             if spool is not None:
                 spool.close()
 
-    def _merged(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The distinct pairs in (doc_a, doc_b) order, a block at a time, as often as asked
-        until :meth:`_close`."""
+    def _merged(self, memory: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The distinct pairs in (doc_a, doc_b) order, a block at a time (the runs read
+        ``memory`` bytes at a time, MERGE_MEMORY by default), as often as asked until
+        :meth:`_close`."""
         if self.spool is None:
             if self.held[0].size:
                 yield self.held
             return
         last: tuple[int, ...] | None = None
-        for a, b in self.spool.merged(self.runs, MERGE_MEMORY):
+        for a, b in self.spool.merged(self.runs, memory or MERGE_MEMORY):
             first = np.ones(a.shape[0], dtype=bool)  # a pair can be in several runs
             first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
             first[0] = last != (int(a[0]), int(b[0]))
