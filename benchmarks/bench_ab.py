@@ -2,9 +2,9 @@
 
 A host's speed drifts by more than many changes are worth (this one's by 10-15% within an
 hour), so two codes are compared pair by pair: for each pair, A's run then B's, each on a
-fresh database (PostgreSQL's made after a CHECKPOINT; SQLite's a new file). Each commit runs from its own snapshot
-(bench_pipeline.snapshot, its numba kernels compiled by a warm-up first) with ``python -P -m
-simindex``. The corpus is bench_scale's (generated and cached under benchmarks/data/).
+fresh database (PostgreSQL's made after a CHECKPOINT, SQLite's a new file). Each commit runs
+from its own snapshot (bench_pipeline.snapshot, its numba kernels compiled by a warm-up
+first) with ``python -P -m simindex``. The corpus is bench_scale's (generated and cached under benchmarks/data/).
 
 Steps: ``ingest`` (the corpus into a new index, text kept), ``pairs`` (``pairs --full`` on
 an index that each commit ingested once before its runs) or ``dedup`` (the corpus through
@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pipeline import (  # noqa: E402 (the sibling scripts)
     DEFAULT_PG,
-    append_results,
     corpus_name,
     corpus_path,
+    finish,
     git,
     snapshot,
 )
@@ -74,6 +74,7 @@ def main() -> None:
     ingest = ["ingest", corpus, "--db"]
     out = args.sqlite_dir / "bench_ab_dedup.jsonl"
     indexed: dict[str, Database] = {}
+    scratch: Database | None = None  # the new index of an ingest or dedup run
     if args.step == "pairs":  # one index per commit, loaded once
         for i, commit in enumerate(commits):
             indexed[commit] = fresh_database(args, f"bench_ab_{i}")
@@ -87,16 +88,19 @@ def main() -> None:
                 url = indexed[commit].url
                 command = [*SIMINDEX, "pairs", "--full", "--top", "0", "--db", url]
             else:
-                url = fresh_database(args, "bench_ab").url
-                command = [*SIMINDEX, *ingest, url]
-                if args.step == "dedup":
-                    command = [*SIMINDEX, "dedup", corpus, "-o", str(out), "--db", url]
+                scratch = fresh_database(args, "bench_ab")
+                command = (
+                    [*SIMINDEX, *ingest, scratch.url]
+                    if args.step == "ingest"
+                    else [*SIMINDEX, "dedup", corpus, "-o", str(out), "--db", scratch.url]
+                )
             result = run_step(f"pair {pair}: {commit} {args.step}", command, env=envs[commit])
             if not result["ok"]:
                 sys.exit(f"Error: {commit} failed: {result['error']}")
             runs[commit].append(result)
-    out.unlink(missing_ok=True)
-    for database in [*indexed.values(), fresh_database(args, "bench_ab")]:
+    for path in out.parent.glob(f"{out.name}*"):  # the output and dedup's list of dropped
+        path.unlink()
+    for database in [*indexed.values(), *([scratch] if scratch else [])]:
         database.drop()
 
     a, b = (runs[c] for c in commits)
@@ -126,10 +130,7 @@ def main() -> None:
         f"{sum(d < 0 for d in differences)} of {len(differences)} pairs.",
         "",
     ]
-    text = "\n".join(lines)
-    print(text)
-    if args.write_results:
-        append_results(text)
+    finish("\n".join(lines), args.write_results)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pipeline import append_results  # noqa: E402 (the sibling script)
+from bench_pipeline import finish  # noqa: E402 (the sibling script)
 
 from simindex import Index  # noqa: E402
 
@@ -59,10 +59,7 @@ def main() -> None:
         ),
         "",
     ]
-    section = "\n".join(lines)
-    print(section)
-    if args.write_results:
-        append_results(section)
+    finish("\n".join(lines), args.write_results)
 
 
 if __name__ == "__main__":

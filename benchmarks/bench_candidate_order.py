@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pipeline import append_results  # noqa: E402 (the sibling scripts)
+from bench_pipeline import finish  # noqa: E402 (the sibling scripts)
 
 from simindex import Index  # noqa: E402
 from simindex.candidates import Candidates, collect  # noqa: E402
@@ -91,10 +91,7 @@ def main() -> None:
         lines.append(
             f"| {name} | {total:,} | {total / sizes.sum():.2f} | {largest:,} | {seconds:.1f} |"
         )
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.write_results:
-        append_results(section)
+    finish("\n".join(lines) + "\n", args.write_results)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pipeline import append_results  # noqa: E402 (the sibling scripts)
+from bench_pipeline import finish  # noqa: E402 (the sibling scripts)
 from bench_scale import run_step  # noqa: E402
 
 SIMINDEX = [sys.executable, "-m", "simindex"]
@@ -142,9 +142,7 @@ def main() -> None:
         ),
         "",
     ]
-    print("\n".join(lines))
-    if args.write_results:
-        append_results("\n".join(lines))
+    finish("\n".join(lines), args.write_results)
 
 
 if __name__ == "__main__":

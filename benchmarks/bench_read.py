@@ -24,7 +24,7 @@ from pathlib import Path
 from isal import igzip
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pipeline import DATA, append_results  # noqa: E402 (the sibling script)
+from bench_pipeline import DATA, finish  # noqa: E402 (the sibling script)
 
 from simindex.readers import read_documents  # noqa: E402
 
@@ -90,9 +90,7 @@ def main() -> None:
             "",
         ]
     )
-    print("\n" + section)
-    if args.write_results:
-        append_results(section)
+    finish(section, args.write_results)
 
 
 if __name__ == "__main__":
