@@ -51,7 +51,7 @@ class Candidates:
         """The distinct pairs as (doc_a, doc_b) int64 arrays, in order, a block at a time;
         once read, the runs on disk are gone."""
         try:
-            yield from self._merged()
+            yield from self._merged(MERGE_MEMORY)
         finally:
             self._close()
 
@@ -69,8 +69,10 @@ class Candidates:
         (benchmarks/bench_candidate_order.py). Three passes over the pairs, holding 12 bytes
         a document: their documents; a union-find over the documents' positions, block by
         block; each block sorted by component, a run on disk when there are several, the
-        runs merged back. The passes read the runs PASS_MEMORY at a time: at 4M documents
-        their arrays and reads were the top of `dedup`'s memory."""
+        runs merged back. The passes read the runs PASS_MEMORY at a time (16 MiB before):
+        with the distinct documents found by insertion, dedup of the 4M corpus into SQLite
+        peaked at 314, then 298, then 280 MiB (benchmarks/bench_ab.py ... --step dedup
+        --size 4000000 --backend sqlite, RESULTS.md 2026-11-25 00:38 and 01:09 UTC)."""
         spool, runs, block = None, [], None
         try:
             documents = _distinct_documents(self._merged(PASS_MEMORY))
@@ -106,16 +108,15 @@ class Candidates:
             if spool is not None:
                 spool.close()
 
-    def _merged(self, memory: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def _merged(self, memory: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The distinct pairs in (doc_a, doc_b) order, a block at a time (the runs read
-        ``memory`` bytes at a time, MERGE_MEMORY by default), as often as asked until
-        :meth:`_close`."""
+        ``memory`` bytes at a time), as often as asked until :meth:`_close`."""
         if self.spool is None:
             if self.held[0].size:
                 yield self.held
             return
         last: tuple[int, ...] | None = None
-        for a, b in self.spool.merged(self.runs, memory or MERGE_MEMORY):
+        for a, b in self.spool.merged(self.runs, memory):
             first = np.ones(a.shape[0], dtype=bool)  # a pair can be in several runs
             first[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
             first[0] = last != (int(a[0]), int(b[0]))
@@ -182,9 +183,10 @@ def collect(
 
 def _distinct_documents(blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """The sorted distinct document ids of blocks of pairs. The ids of a few blocks at a
-    time (DISTINCT_BATCH) are sorted and inserted into those found so far, so the peak is
-    about twice the found ones: concatenating them all and sorting again (what an earlier
-    version did every HELD_PAIRS ids) held four times as much, the top of `dedup` at 4M."""
+    time (DISTINCT_BATCH) are sorted and inserted into those found so far, so about twice
+    the found ones are held at the end; concatenating them all and sorting again (what an
+    earlier version did every HELD_PAIRS ids) held four times as much (see by_component for
+    what it did to dedup's peak)."""
     found, pending, count = np.empty(0, np.int64), [], 0
     for a, b in blocks:
         pending.append(distinct(np.concatenate((a, b))))

@@ -1005,16 +1005,14 @@ class Index:
             a, b = pairs
             ids = np.unique(np.concatenate((a, b)))
             signatures = self._signatures(reader, ids)
-            sizes = np.zeros(ids.shape, np.int64)
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor
                 a, b = a[keep], b[keep]
-                # Only the plausible pairs' texts are sized (and read); the others count 0.
-                wanted = np.unique(np.concatenate((a, b)))
-                sizes[np.searchsorted(ids, wanted)] = self._document_bytes(reader, wanted)
-            else:
-                sizes += self._document_bytes(reader, ids)
+            # Only the plausible pairs' documents are sized (their texts read); others count 0.
+            sized = np.unique(np.concatenate((a, b)))
+            sizes = np.zeros(ids.shape, np.int64)
+            sizes[np.searchsorted(ids, sized)] = self._document_bytes(reader, sized)
             return a, b, (ids, signatures), sizes
 
         slices = (
