@@ -1,16 +1,17 @@
 """Benchmark: how long the `simindex` command takes to start.
 
 Times, in fresh processes, `simindex --help`, `simindex --version`, `simindex stats --help` and
-`import simindex.cli` (no library loaded), then the fixed cost of real commands on a
-two-document SQLite index: those that run no kernel (`stats`, `show`, `export`), and those that
-do (`query`, `pairs --full`: an incremental `pairs` with no new document runs none, `ingest` of
-two documents already indexed, `dedup` of a two-document file), warm: numba's kernel cache
-filled and the stamp that records it written (see simindex/kernels.py). Cold is the first run
-after install, with an empty numba cache (NUMBA_CACHE_DIR and XDG_CACHE_HOME pointed at new
-directories), when the CLI compiles every kernel once and says so. simindex's modules are
-byte-compiled first, as installing the package does (with PYTHONDONTWRITEBYTECODE set, an
-editable install would compile them from source in every run, a tenth of a second that an
-installed simindex does not pay). Each warm figure is over --repeat runs: the median and the
+`import simindex.cli` (no library loaded), numba's floor (its import and one cached kernel:
+what a command that runs kernels pays beyond one that runs none), then the fixed cost of real
+commands on a two-document SQLite index: those that run no kernel (`stats`, `show`, `export`),
+and those that do (`query`, `pairs --full`: an incremental `pairs` with no new document runs
+none, `ingest` of two documents already indexed, `dedup` of a two-document file), warm: numba's
+kernel cache filled and the stamp that records it written (see simindex/kernels.py). Cold is
+the first run after install, with an empty numba cache (NUMBA_CACHE_DIR and XDG_CACHE_HOME
+pointed at new directories), when the CLI compiles every kernel once and says so. simindex's
+modules are byte-compiled first, as installing the package does (with PYTHONDONTWRITEBYTECODE
+set, an editable install would compile them from source in every run, a tenth of a second that
+an installed simindex does not pay). Each warm figure is over --repeat runs: the median and the
 fastest wall-clock seconds, and the median CPU seconds (user + system), which the load of other
 processes on the machine disturbs less.
 
@@ -37,6 +38,19 @@ import simindex
 
 ROOT = Path(__file__).resolve().parent.parent
 SIMINDEX = [sys.executable, "-m", "simindex"]
+
+
+# What any command that runs a kernel pays on top of one that runs none: numba's import and
+# its CPU target's set-up, here with the smallest cached kernel and no BLAS probe, as the CLI
+# runs it (simindex/kernels.py).
+NUMBA_FLOOR = "numba's floor: `import numba` and one cached kernel (`cluster.flatten`)"
+LOAD_ONE_KERNEL = """
+import numpy as np
+from simindex.kernels import without_blas
+with without_blas():
+    from simindex.cluster import flatten
+    flatten(np.arange(2))
+"""
 
 
 def timed(command: list[str], env: dict[str, str]) -> tuple[float, float, int]:
@@ -104,6 +118,7 @@ def main() -> None:
         }
         rows = [
             ("`python -c 'import simindex.cli'`", [sys.executable, "-c", "import simindex.cli"]),
+            (NUMBA_FLOOR, [sys.executable, "-c", LOAD_ONE_KERNEL]),
             *((name, [*SIMINDEX, *words]) for name, words in cases.items()),
         ]
         results = [(name, *summary(command, env, args.repeat)) for name, command in rows]

@@ -476,6 +476,9 @@ class Index:
             # queried against the earlier ones, nor when a later batch may replace (delete
             # the keys of) a document of an earlier one.
             bulk = find_duplicates is None and on_duplicate != "replace"
+            empty = self._store.max_document_id(connection) == 0
+            # Into an empty index, a bulk load builds the content-hash index once, at the end.
+            deferred = bulk and empty and self._store.defer_content_hash_index(connection)
             call = _AddCall(
                 active=next((b for b in complete if b["is_active"]), None),
                 on_duplicate=on_duplicate,
@@ -488,7 +491,7 @@ class Index:
                 },
                 unique_index_checks=on_duplicate == "fail"
                 and self._store.dialect == "postgresql"
-                and self._store.max_document_id(connection) == 0,
+                and empty,
             )
             # Three threads: one reads batches (parsing is mostly Python, holding the GIL),
             # one signs the batch before (the kernels release it), this one writes.
@@ -500,6 +503,8 @@ class Index:
                     progress(len(batch))
             for writer in call.writers.values():
                 writer.finish()
+            if deferred:
+                self._store.build_content_hash_index(connection)
             call.result.total = self._store.document_count(connection)
         if find_duplicates is not None and call.active is not None:
             call.result.expected_recall = _expected_recall(

@@ -534,6 +534,22 @@ class Store:
         )
         self._bulk_insert(connection, table, columns, rows)
 
+    def defer_content_hash_index(self, connection: Connection) -> bool:
+        """On SQLite, drop the index on documents.content_hash until
+        :meth:`build_content_hash_index` at the end of the same transaction (a failed load
+        rolls the drop back too); on PostgreSQL, do nothing (False). Content hashes are
+        random, so each insert into the live index lands on a leaf page that SQLite's small
+        page cache doesn't hold: a first ingest of 4M documents took 238 s with it and 195 s
+        without (benchmarks/RESULTS.md, 2026-11-25 03:29 UTC)."""
+        if self.dialect != "sqlite":
+            return False
+        connection.execute(sa.schema.DropIndex(_CONTENT_HASH_INDEX))
+        return True
+
+    def build_content_hash_index(self, connection: Connection) -> None:
+        """The index :meth:`defer_content_hash_index` dropped, built in one sort."""
+        connection.execute(sa.schema.CreateIndex(_CONTENT_HASH_INDEX))
+
     @staticmethod
     def repeated_external_id(error: Exception) -> str | None:
         """The external id that a failed insert of documents repeated, from PostgreSQL's
@@ -1476,6 +1492,10 @@ def _key_rows(
     n, bands = keys.shape
     owner = None if owners is None else np.repeat(owners, bands)
     return np.tile(np.arange(bands, dtype=np.int64), n), keys.reshape(-1), owner
+
+
+# What exact duplicates are found by (stats, docs/sql.md): see Store.defer_content_hash_index.
+_CONTENT_HASH_INDEX = next(i for i in documents.indexes if i.name == "ix_documents_content_hash")
 
 
 def _partition(banding_id: int) -> str:

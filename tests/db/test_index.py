@@ -160,6 +160,27 @@ def test_an_id_repeated_in_a_later_batch_of_a_first_load_fails_and_adds_nothing(
         assert index.add(news[:6], batch_size=3).added == 6
 
 
+def test_a_first_load_leaves_the_content_hash_index_in_place(db_url, news):
+    """A bulk load into an empty index builds the content-hash index at its end on SQLite
+    (Store.defer_content_hash_index); one that fails rolls the drop back with the rest."""
+
+    def content_hash_indexed() -> bool:
+        engine = sa.create_engine(db_url)
+        try:
+            names = [i["name"] for i in sa.inspect(engine).get_indexes("documents")]
+        finally:
+            engine.dispose()
+        return "ix_documents_content_hash" in names
+
+    with Index.create(db_url) as index:
+        with pytest.raises(DuplicateIdError):
+            index.add(news[:6] + [("n003", "another text altogether")], batch_size=3)
+        assert content_hash_indexed()
+        index.add(news[:6] + [("copy", news[0][1])], batch_size=3)
+        assert content_hash_indexed()
+        assert index.stats()["exact_duplicate_groups"] == 1
+
+
 def test_empty_documents_are_skipped_and_listed_or_fail(db_url):
     with Index.create(db_url) as index:
         with pytest.raises(EmptyDocumentError, match="'blank' has no text"):
