@@ -539,8 +539,8 @@ class Store:
         :meth:`build_content_hash_index` at the end of the same transaction (a failed load
         rolls the drop back too); on PostgreSQL, do nothing (False). Content hashes are
         random, so each insert into the live index lands on a leaf page that SQLite's small
-        page cache doesn't hold: a first ingest of 4M documents took 238 s with it and 195 s
-        without (benchmarks/RESULTS.md, 2026-11-25 03:29 UTC)."""
+        page cache doesn't hold: a first ingest of 4M documents took 314 s that way and 219 s
+        this way (benchmarks/RESULTS.md, 2026-11-25 03:29-03:45 UTC)."""
         if self.dialect != "sqlite":
             return False
         connection.execute(sa.schema.DropIndex(_CONTENT_HASH_INDEX))
