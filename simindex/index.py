@@ -470,6 +470,7 @@ class Index:
         if find_duplicates is not None:
             _check_threshold(find_duplicates)
         iterator = iter(documents)
+        creating = self._pending is not None  # the transaction below creates the index
         with self._transaction(write=True) as connection:
             complete = [b for b in self._store.bandings(connection) if b["state"] == "complete"]
             # A bulk load hides the call's own keys until the end: not when each batch is
@@ -478,7 +479,9 @@ class Index:
             bulk = find_duplicates is None and on_duplicate != "replace"
             empty = self._store.max_document_id(connection) == 0
             # Into an empty index, a bulk load builds the content-hash index once, at the end.
-            deferred = bulk and empty and self._store.defer_content_hash_index(connection)
+            deferred = (
+                bulk and empty and self._store.defer_content_hash_index(connection, creating)
+            )
             call = _AddCall(
                 active=next((b for b in complete if b["is_active"]), None),
                 on_duplicate=on_duplicate,

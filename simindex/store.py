@@ -534,14 +534,16 @@ class Store:
         )
         self._bulk_insert(connection, table, columns, rows)
 
-    def defer_content_hash_index(self, connection: Connection) -> bool:
-        """On SQLite, drop the index on documents.content_hash until
-        :meth:`build_content_hash_index` at the end of the same transaction (a failed load
-        rolls the drop back too); on PostgreSQL, do nothing (False). Content hashes are
-        random, so each insert into the live index lands on a leaf page that SQLite's small
-        page cache doesn't hold: a first ingest of 4M documents took 314 s that way and 219 s
-        this way (benchmarks/RESULTS.md, 2026-11-25 03:29-03:45 UTC)."""
-        if self.dialect != "sqlite":
+    def defer_content_hash_index(self, connection: Connection, created_here: bool) -> bool:
+        """Drop the index on documents.content_hash until :meth:`build_content_hash_index` at
+        the end of the same transaction (a failed load rolls the drop back too), and say
+        whether it did. Content hashes are random, so each insert into the live index lands
+        on a leaf page the cache doesn't hold: a first ingest of 4M documents into SQLite took
+        314 s that way and 219 s this way (benchmarks/RESULTS.md, 2026-11-25 03:29-03:45 UTC).
+        SQLite's readers keep reading their snapshot, index included; on PostgreSQL the drop
+        would lock readers out of documents until the load commits, so it is done only when
+        the table was ``created_here``, in this transaction, where no reader sees it."""
+        if self.dialect == "postgresql" and not created_here:
             return False
         connection.execute(sa.schema.DropIndex(_CONTENT_HASH_INDEX))
         return True
