@@ -479,9 +479,7 @@ class Index:
             bulk = find_duplicates is None and on_duplicate != "replace"
             empty = self._store.max_document_id(connection) == 0
             # Into an empty index, a bulk load builds the content-hash index once, at the end.
-            deferred = (
-                bulk and empty and self._store.defer_content_hash_index(connection, creating)
-            )
+            deferred = bulk and empty and self._store.defer_content_hash_index(connection, creating)
             call = _AddCall(
                 active=next((b for b in complete if b["is_active"]), None),
                 on_duplicate=on_duplicate,
