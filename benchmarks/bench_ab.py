@@ -4,7 +4,8 @@ A host's speed drifts by more than many changes are worth (this one's by 10-15% 
 hour), so two codes are compared pair by pair: for each pair, A's run then B's, each on a
 fresh database (PostgreSQL's made after a CHECKPOINT, SQLite's a new file). Each commit runs
 from its own snapshot (bench_pipeline.snapshot, its numba kernels compiled by a warm-up
-first) with ``python -P -m simindex``. The corpus is bench_scale's (generated and cached under benchmarks/data/).
+first) with ``python -P -m simindex``. The corpus is bench_scale's (generated and cached
+under benchmarks/data/).
 
 Steps: ``ingest`` (the corpus into a new index, text kept), ``pairs`` (``pairs --full`` on
 an index that each commit ingested once before its runs) or ``dedup`` (the corpus through

@@ -41,17 +41,15 @@ SIMINDEX = [sys.executable, "-m", "simindex"]
 
 
 # What any command that runs a kernel pays on top of one that runs none: numba's import and
-# its CPU target's set-up, here with the smallest cached kernel, under the CLI's settings (one
-# OpenBLAS thread, its collector threshold, no BLAS probe: simindex/cli.py, kernels.py); less
+# its CPU target's set-up, here with the smallest cached kernel, under the CLI's process
+# settings and without the BLAS probe, as the CLI runs it (simindex/cli.py, kernels.py); less
 # the `import simindex.cli` row, it is numba's share.
 NUMBA_FLOOR = (
     "`import simindex.cli`, then numba and one cached kernel (`cluster.flatten`), as the CLI"
 )
 LOAD_ONE_KERNEL = """
-import os
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from simindex import cli
-cli._collector_settings()
+cli.process_settings()
 import numpy as np
 from simindex.kernels import without_blas
 with without_blas():

@@ -1733,12 +1733,7 @@ def run() -> None:
     signature on each run (about 0.1 s for all of them); only the one asked for is needed,
     so the others are left out (a name that is no command keeps them all, for the usage
     error and its suggestions)."""
-    _malloc_settings()
-    _collector_settings()
-    # NumPy's OpenBLAS starts a thread per core as it loads, at up to 0.16 CPU seconds per
-    # command (0.09-0.16 for stats, show and export: benchmarks/RESULTS.md, 2026-11-24
-    # 13:40-13:50 and 15:10-15:24 UTC); no command calls a BLAS routine.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    process_settings()
     wanted = _command_name(sys.argv[1:])
     named = {_registered_name(c): c for c in app.registered_commands}
     groups = {g.name: g for g in app.registered_groups}
@@ -1763,6 +1758,17 @@ def _command_name(arguments: list[str]) -> str | None:
 
 def _registered_name(command: Any) -> str:
     return command.name or typer.main.get_command_name(command.callback.__name__)
+
+
+def process_settings() -> None:
+    """What the ``simindex`` process sets before any library loads: glibc's malloc, Python's
+    collector, and one OpenBLAS thread (benchmarks/bench_startup.py applies them too)."""
+    _malloc_settings()
+    _collector_settings()
+    # NumPy's OpenBLAS starts a thread per core as it loads, at up to 0.16 CPU seconds per
+    # command (0.09-0.16 for stats, show and export: benchmarks/RESULTS.md, 2026-11-24
+    # 13:40-13:50 and 15:10-15:24 UTC); no command calls a BLAS routine.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _malloc_settings() -> None:
