@@ -266,6 +266,8 @@ class _AddCall:
     # Ids need no look-up: the index held no documents when the call began, and the
     # database's unique index on external_id names a repeat across batches (PostgreSQL).
     unique_index_checks: bool = False
+    # Rows written frozen (Store.insert_documents): the call's transaction creates the index.
+    frozen: bool = False
     result: AddResult = field(default_factory=AddResult)
 
 
@@ -493,6 +495,7 @@ class Index:
                 unique_index_checks=on_duplicate == "fail"
                 and self._store.dialect == "postgresql"
                 and empty,
+                frozen=bulk and creating,
             )
             # Three threads: one reads batches (parsing is mostly Python, holding the GIL),
             # one signs the batch before (the kernels release it), this one writes.
@@ -605,13 +608,14 @@ class Index:
                 batch.texts if self.keep_text else [None] * len(batch),
                 batch.metadata,
                 call.ingested_at,
+                frozen=call.frozen,
             )
         except Exception as exc:
             repeated = self._store.repeated_external_id(exc) if call.unique_index_checks else None
             if repeated is None:
                 raise
             raise _duplicate_id_error(repeated, "appears twice in the input") from None
-        self._store.insert_signatures(connection, ids, batch.signatures)
+        self._store.insert_signatures(connection, ids, batch.signatures, frozen=call.frozen)
         for banding_id, banding_keys in batch.keys.items():
             call.writers[banding_id].write(ids, banding_keys)
         result.added += len(batch)

@@ -500,10 +500,18 @@ class Store:
         metadata: Sequence[dict | None],
         ingested_at: datetime,
         table: str = "documents",
+        frozen: bool = False,
     ) -> None:
         """``ingested_at``: an aware datetime, stored as UTC (SQLite: with microseconds, in
         SQLAlchemy's text format, so that comparisons with bound datetimes are right).
-        ``table``: documents, or a staging table of its columns (see StagedLoad)."""
+        ``table``: documents, or a staging table of its columns (see StagedLoad).
+
+        ``frozen``: ``table`` was created in this transaction, and PostgreSQL writes the rows
+        as VACUUM FREEZE leaves them (COPY ... FREEZE). Otherwise the first reader of each
+        row sets its commit hint bits, dirtying the page, which the server writes out again
+        when it evicts it: the first `pairs --full` after loading 4M documents spent 44 s
+        reading signatures that way, 26 s once they were set (benchmarks/RESULTS.md,
+        2026-11-25 07:10 UTC). SQLite has no such bits."""
         columns = ["id", "external_id", "content_hash", "shingle_count", "text", "metadata",
                    "ingested_at"]  # fmt: skip
         metadata_json = [None if m is None else json.dumps(m) for m in metadata]
@@ -517,7 +525,7 @@ class Store:
                 )
                 for lo, hi in spans(np.cumsum(sizes), COPY_TEXT_CHARS)
             )  # fmt: skip
-            _copy_binary(connection, f"{table} ({', '.join(columns)})", rows)
+            _copy_binary(connection, f"{table} ({', '.join(columns)})", rows, _freeze(frozen))
             return
         stamp = ingested_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
         rows = list(
@@ -566,17 +574,23 @@ class Store:
         return found and found.group(1)
 
     def insert_signatures(
-        self, connection: Connection, ids: np.ndarray, sigs: np.ndarray, table: str = "signatures"
+        self,
+        connection: Connection,
+        ids: np.ndarray,
+        sigs: np.ndarray,
+        table: str = "signatures",
+        frozen: bool = False,
     ) -> None:
         """Signatures (uint32, (len(ids), num_perm)), each stored as minhash.pack does, into
-        ``table`` (signatures, or a staging table of its columns)."""
+        ``table`` (signatures, or a staging table of its columns); ``frozen`` as for
+        :meth:`insert_documents`."""
         packed = np.ascontiguousarray(sigs, dtype=SIGNATURE_DTYPE)
         if self.dialect == "postgresql":
             tuples = np.empty(len(ids), dtype=_signature_tuple(packed.shape[1]))
             tuples["fields"], tuples["id_len"], tuples["sig_len"] = 2, 8, packed.shape[1] * 4
             tuples["document_id"] = ids
             tuples["minhashes"] = packed.view(tuples.dtype["minhashes"]).reshape(-1)
-            _copy_binary(connection, f"{table} (document_id, minhashes)", [tuples])
+            _copy_binary(connection, f"{table} (document_id, minhashes)", [tuples], _freeze(frozen))
             return
         rows = zip(ids.tolist(), (row.tobytes() for row in packed), strict=True)
         self._bulk_insert(connection, table, ["document_id", "minhashes"], rows)
@@ -1588,10 +1602,9 @@ class BandKeyWriter:
         for start in range(0, band.shape[0], _WRITE_ROWS):
             part = slice(start, start + _WRITE_ROWS)
             if self._store.dialect == "postgresql":
-                freeze = ", FREEZE" if self._new_table else ""
                 _copy_band_keys(
                     self._connection, self._table, band[part], key[part], document_id[part],
-                    freeze,
+                    _freeze(self._new_table),
                 )  # fmt: skip
             else:
                 self._insert_sqlite(band[part], key[part], document_id[part])
@@ -1963,6 +1976,11 @@ def _signature_tuple(num_perm: int) -> np.dtype:
             ("sig_len", ">i4"), ("minhashes", f"V{4 * num_perm}"),
         ]
     )  # fmt: skip
+
+
+def _freeze(frozen: bool) -> str:
+    """The option of a binary COPY that writes its rows frozen (see insert_documents)."""
+    return ", FREEZE" if frozen else ""
 
 
 def _copy_binary(

@@ -58,6 +58,28 @@ def test_each_banding_is_an_indexed_partition_that_point_lookups_use(pg_url, new
     assert "Index Only Scan using band_keys_2_pkey on band_keys_2" in plan[0][0]
 
 
+def test_a_load_that_creates_the_index_writes_its_rows_frozen(pg_url, news):
+    """Rows that a first load writes (COPY ... FREEZE) need no commit hint bits from their
+    first reader, who would otherwise dirty every page it reads (Store.insert_documents);
+    rows added to an existing index get theirs from the first read, as usual."""
+
+    def pages_dirtied_by_reading(table: str) -> int:
+        _sql(pg_url, "CHECKPOINT")  # a page dirty already would not count again
+        plan = _sql(pg_url, f"EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT count(*) FROM {table}")
+        return plan[0][0][0]["Plan"]["Shared Dirtied Blocks"]
+
+    with Index.create(pg_url, deferred=True) as index:
+        index.add(news[:60])
+        assert {t: pages_dirtied_by_reading(t) for t in _LOADED} == dict.fromkeys(_LOADED, 0)
+        index.add(news[60:])
+        assert pages_dirtied_by_reading("documents") > 0
+        assert pages_dirtied_by_reading("signatures") > 0
+        assert pages_dirtied_by_reading("documents") == 0  # the first reader set them
+
+
+_LOADED = ("documents", "signatures", "band_keys_1")
+
+
 def test_long_texts_are_compressed_with_lz4(pg_url):
     Index.create(pg_url).close()
     assert _sql(
