@@ -472,7 +472,9 @@ class Index:
         if find_duplicates is not None:
             _check_threshold(find_duplicates)
         iterator = iter(documents)
-        creating = self._pending is not None  # the transaction below creates the index
+        # The transaction below creates the index's tables (not when it completes a
+        # half-created index, whose tables an earlier one made).
+        creating = self._pending is not None and not self.completed_half_created
         with self._transaction(write=True) as connection:
             complete = [b for b in self._store.bandings(connection) if b["state"] == "complete"]
             # A bulk load hides the call's own keys until the end: not when each batch is
