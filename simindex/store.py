@@ -589,7 +589,7 @@ class Store:
             tuples = np.empty(len(ids), dtype=_signature_tuple(packed.shape[1]))
             tuples["fields"], tuples["id_len"], tuples["sig_len"] = 2, 8, packed.shape[1] * 4
             tuples["document_id"] = ids
-            tuples["minhashes"] = packed.view(tuples.dtype["minhashes"]).reshape(-1)
+            tuples["minhashes"] = packed
             _copy_binary(connection, f"{table} (document_id, minhashes)", [tuples], _freeze(frozen))
             return
         rows = zip(ids.tolist(), (row.tobytes() for row in packed), strict=True)
@@ -636,11 +636,11 @@ class Store:
             seen += ids.size
         return np.concatenate(chosen)
 
-    def signatures_of(self, connection: Connection, ids: np.ndarray) -> list[bytes]:
-        """The stored signatures of document ids, in their order (see minhash.unpack); a
-        DatabaseError names a document that has none."""
+    def signatures_of(self, connection: Connection, ids: np.ndarray, num_perm: int) -> np.ndarray:
+        """The stored signatures of document ids, in their order (uint32, (n, num_perm)); a
+        DatabaseError names a document that has none, or a signature of another length."""
         if self.dialect == "postgresql":
-            found, blobs = self._copied_signatures(connection, ids)
+            found, matrix = self._copied_signatures(connection, ids, num_perm)
         else:
             among, params = self._among(ids.tolist(), "BIGINT")
             rows = connection.execute(
@@ -649,6 +649,9 @@ class Store:
             ).all()
             found = np.fromiter((r[0] for r in rows), np.int64, len(rows))
             blobs = [bytes(r[1]) for r in rows]
+            if any(len(blob) != 4 * num_perm for blob in blobs):
+                raise DatabaseError(_OTHER_LENGTH)
+            matrix = np.frombuffer(b"".join(blobs), SIGNATURE_DTYPE).reshape(-1, num_perm)
         at = np.zeros(ids.shape[0], np.int64)  # the row of each id, where found
         if found.size:
             order = np.argsort(found)
@@ -659,14 +662,15 @@ class Store:
                 f"{missing.size} of {ids.size} documents have no stored signature (the first: "
                 f"id {missing[0]}): run `simindex check`"
             )
-        return [blobs[i] for i in at.tolist()]
+        return matrix[at].astype(np.uint32, copy=False)
 
     def _copied_signatures(
-        self, connection: Connection, ids: np.ndarray
-    ) -> tuple[np.ndarray, list[bytes]]:
-        """PostgreSQL's (document ids, signatures) of ids, found in any order, by COPY ... TO
-        STDOUT (FORMAT BINARY): numpy reads the rows (all as long as the first), no Python
-        runs per row. The ids go in the statement, integers only (COPY takes no parameters)."""
+        self, connection: Connection, ids: np.ndarray, num_perm: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """PostgreSQL's (document ids, signatures as (n, num_perm) little-endian uint32) of
+        ids, found in any order, by COPY ... TO STDOUT (FORMAT BINARY): numpy reads the rows
+        as a matrix, no Python runs per row. The ids go in the statement, integers only (COPY
+        takes no parameters)."""
         listed = ",".join(map(str, ids.tolist()))
         statement = (
             "COPY (SELECT document_id, minhashes FROM signatures "
@@ -678,17 +682,14 @@ class Store:
                 data = b"".join(copy)
         finally:
             cursor.close()
-        body = data[len(_PG_BINARY_HEADER) : -len(_PG_BINARY_TRAILER)]
-        if not body:
-            return np.empty(0, np.int64), []
-        length = int.from_bytes(body[14:18], "big", signed=True)  # the first signature's
-        row = _signature_tuple(max(length, 0) // 4)
-        if length % 4 or len(body) % row.itemsize:
-            raise DatabaseError("stored signatures differ in length: run `simindex check`")
+        body = memoryview(data)[len(_PG_BINARY_HEADER) : -len(_PG_BINARY_TRAILER)]
+        row = _signature_tuple(num_perm)
+        if len(body) % row.itemsize:
+            raise DatabaseError(_OTHER_LENGTH)
         rows = np.frombuffer(body, dtype=row)
-        if (rows["fields"] != 2).any() or (rows["sig_len"] != length).any():
-            raise DatabaseError("stored signatures differ in length: run `simindex check`")
-        return rows["document_id"].astype(np.int64), rows["minhashes"].tolist()
+        if (rows["fields"] != 2).any() or (rows["sig_len"] != 4 * num_perm).any():
+            raise DatabaseError(_OTHER_LENGTH)
+        return rows["document_id"].astype(np.int64), rows["minhashes"]
 
     def texts_of(self, connection: Connection, ids: np.ndarray) -> dict[int, str | None]:
         """id -> stored text (None when not kept) of document ids."""
@@ -774,6 +775,32 @@ class Store:
         sizes = np.zeros(ids.shape[0], dtype=np.int64)
         sizes[np.searchsorted(ids, found[:, 0])] = found[:, 1]
         return sizes
+
+    def texts_within(
+        self, connection: Connection, ids: np.ndarray, budget: int
+    ) -> tuple[np.ndarray, dict[int, str | None]]:
+        """Bytes of stored text (0 when not kept) of each of the sorted document ids, and id
+        -> text (None when not kept) of those whose bytes, added up in the order the database
+        reads them, come to at most ``budget``: each document is read once for both, and
+        what is held stays within ``budget`` however large the texts."""
+        among, params = self._among(ids.tolist(), "BIGINT")
+        size = (
+            "octet_length(text)" if self.dialect == "postgresql" else "length(CAST(text AS BLOB))"
+        )
+        # A running sum over the rows as they come (no ORDER BY, so no sort of the texts).
+        rows = connection.execute(
+            sa.text(
+                "SELECT id, size, CASE WHEN running <= :budget THEN text END, running "
+                "FROM (SELECT id, size, text, sum(size) OVER (ROWS UNBOUNDED PRECEDING) "
+                f"AS running FROM (SELECT id, coalesce({size}, 0) AS size, text "
+                f"FROM documents WHERE id {among}) AS found) AS summed"
+            ),
+            {**params, "budget": budget},
+        ).all()
+        found = _int_rows([(i, size) for i, size, _, _ in rows], 2)
+        sizes = np.zeros(ids.shape[0], dtype=np.int64)
+        sizes[np.searchsorted(ids, found[:, 0])] = found[:, 1]
+        return sizes, {int(i): text for i, _, text, running in rows if running <= budget}
 
     def storage_problems(self, connection: Connection) -> list[str]:
         """Damage to a SQLite file itself (PRAGMA quick_check), one sentence per finding (at
@@ -1702,6 +1729,7 @@ class BandKeyWriter:
 
 _PG_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, extension length
 _PG_BINARY_TRAILER = b"\xff\xff"
+_OTHER_LENGTH = "stored signatures differ in length from the index's: run `simindex check`"
 # An integer array's text ({1,2}) to the numbers alone, split by spaces.
 _ARRAY_TEXT_SEPARATORS = bytes.maketrans(b"{},\n", b"    ")
 _BAND_KEY_TUPLE = np.dtype(
@@ -1973,7 +2001,7 @@ def _signature_tuple(num_perm: int) -> np.dtype:
         [
             ("fields", ">i2"),
             ("id_len", ">i4"), ("document_id", ">i8"),
-            ("sig_len", ">i4"), ("minhashes", f"V{4 * num_perm}"),
+            ("sig_len", ">i4"), ("minhashes", SIGNATURE_DTYPE, (num_perm,)),
         ]
     )  # fmt: skip
 

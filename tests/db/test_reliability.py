@@ -15,7 +15,6 @@ import sqlalchemy as sa
 import simindex
 from simindex import Index
 from simindex.errors import DatabaseError, InputError
-from simindex.minhash import unpack
 from simindex.readers import MAX_ID_BYTES
 from simindex.store import database_url
 
@@ -82,14 +81,14 @@ def test_signatures_come_in_the_order_asked_and_a_missing_one_is_named(db_url, n
         store, spec = index._store, index.spec
         ids = np.array([7, 2, 9, 1], dtype=np.int64)
         with store.engine.connect() as connection:
-            got = unpack(store.signatures_of(connection, ids), spec.num_perm)
+            got = store.signatures_of(connection, ids, spec.num_perm)
             connection.exec_driver_sql("DELETE FROM signatures WHERE document_id = 9")
             with pytest.raises(DatabaseError, match=r"1 of 4 documents .* \(the first: id 9\)"):
-                store.signatures_of(connection, ids)
+                store.signatures_of(connection, ids, spec.num_perm)
             short = sa.text("UPDATE signatures SET minhashes = :blob WHERE document_id = 7")
             connection.execute(short, {"blob": bytes(4)})  # PostgreSQL parses rows by length
-            with pytest.raises((DatabaseError, ValueError), match="differ in length|not 4\\*"):
-                unpack(store.signatures_of(connection, ids[:2]), spec.num_perm)
+            with pytest.raises(DatabaseError, match="differ in length"):
+                store.signatures_of(connection, ids[:2], spec.num_perm)
             connection.rollback()
     texts = [simindex.normalize(news[i - 1][1]) for i in ids]
     assert np.array_equal(got, simindex.signatures(simindex.shingle_sets(texts, spec), spec))
