@@ -81,9 +81,6 @@ BATCH_TEXT_CHARS = 2**21
 # Candidate pairs whose documents' signatures are read at once to rule some out (~1 KB of
 # transient memory per pair).
 ESTIMATED_PAIRS = 8_192
-# Text bytes of such a block's plausible pairs read ahead with their sizes (the rest, rare,
-# with their chunk): two blocks' worth are held at a time.
-READ_AHEAD_TEXT_BYTES = 4 * 2**20
 
 OnDuplicate = Literal["fail", "skip", "replace"]
 OnEmpty = Literal["fail", "skip"]
@@ -242,19 +239,6 @@ class _Batch:
             signatures=self.signatures[index],
             keys={banding: keys[index] for banding, keys in self.keys.items()},
         )
-
-
-@dataclass(frozen=True)
-class _ReadBlock:
-    """Verification's pairs of one block, read: (doc_a, doc_b), the (sorted ids,
-    signatures) of the block's documents, each document's bytes (see _with_texts) and the
-    texts read ahead."""
-
-    a: np.ndarray
-    b: np.ndarray
-    signed: tuple[np.ndarray, np.ndarray]
-    sizes: np.ndarray
-    texts: dict[int, str | None]
 
 
 @dataclass
@@ -957,9 +941,8 @@ class Index:
                 found.candidates += int(doc_a.size)
                 yield doc_a, doc_b
 
-        with self._reader(connection) as reader, self._reader(connection) as text_reader:
-            blocks = self._with_texts(text_reader, self._plausible(reader, to_verify(), threshold))
-            for chunk in self._verify(connection, blocks, threshold, text_bytes):
+        with self._signature_reader(connection) as reader:
+            for chunk in self._verify(connection, reader, to_verify(), threshold, text_bytes):
                 self._store.insert_pairs(connection, banding_id, *chunk)
                 found.pairs += chunk[0].size
                 if since is not None:  # incremental clusters absorb these pairs
@@ -967,12 +950,12 @@ class Index:
         return found
 
     @contextmanager
-    def _reader(self, connection: Connection) -> Iterator[Connection]:
-        """A connection of its own, for verification to read the next pairs' documents on
-        while ``connection`` (a writer's) stores pairs: the database looks both up at once.
-        It sees what the writer does, as writers take turns (Store.write) and a writer that
-        verifies changes no document. An index created in ``connection``'s transaction (see
-        create) exists for it alone: then it is the reader too."""
+    def _signature_reader(self, connection: Connection) -> Iterator[Connection]:
+        """A second connection, for verification to read the next pairs' signatures on while
+        ``connection`` (a writer's) reads texts and stores pairs: the database looks both up
+        at once. It sees what the writer does, as writers take turns (Store.write) and a
+        writer that verifies changes no signature. An index created in ``connection``'s
+        transaction (see create) exists for it alone: then it is the reader too."""
         if self._pending is not None:
             yield connection
             return
@@ -982,26 +965,26 @@ class Index:
     def _verify(
         self,
         connection: Connection,
-        blocks: Iterable[_ReadBlock],
+        reader: Connection,
+        blocks: Iterable[tuple[np.ndarray, np.ndarray]],
         threshold: float,
         text_bytes: int,
     ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
-        """The candidate pairs of ``blocks`` (see _with_texts) with similarity >= threshold,
-        in chunks of (doc_a, doc_b, estimated, exact) whose documents hold about
-        ``text_bytes`` of text.
+        """The candidate pairs of ``blocks`` (doc_a, doc_b) with similarity >= threshold, in
+        chunks of (doc_a, doc_b, estimated, exact) whose documents hold about ``text_bytes``
+        of text.
 
-        A worker thread compares a chunk while this one gathers the next chunk's documents
-        and the caller stores the pairs before (the database works while the kernels do, and
+        A worker thread compares a chunk while this one reads the next chunk's documents and
+        the caller stores the pairs before (the database works while the kernels do, and
         ``connection`` is used from this thread only); two chunks' documents exist at a time.
-        One pipeline runs through all the blocks: a block's first reads overlap the previous
-        block's last compare."""
+        Signatures are read on ``reader`` (see _plausible). One pipeline runs through all
+        the blocks: a block's first reads overlap the previous block's last compare."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
-            for block in blocks:
-                ids = block.signed[0]
-                for lo, hi in _pair_spans(block.a, block.b, ids, block.sizes, text_bytes):
-                    a, b = block.a[lo:hi], block.b[lo:hi]
-                    documents = self._chunk_documents(connection, a, b, block)
+            for block_a, block_b, signed, sizes in self._plausible(reader, blocks, threshold):
+                for lo, hi in _pair_spans(block_a, block_b, signed[0], sizes, text_bytes):
+                    a, b = block_a[lo:hi], block_b[lo:hi]
+                    documents = self._chunk_documents(connection, a, b, signed)
                     done = comparing.result() if comparing else None
                     comparing = worker.submit(self._compare_chunk, a, b, documents, threshold)
                     if done is not None:
@@ -1011,15 +994,16 @@ class Index:
 
     def _plausible(
         self, reader: Connection, blocks: Iterable[tuple[np.ndarray, np.ndarray]], threshold: float
-    ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]]:
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]]:
         """The pairs of ``blocks``, ESTIMATED_PAIRS at a time, with the (sorted ids,
-        signatures) of their documents, less the pairs whose signature estimate rules out an
-        exact similarity >= threshold (see verify.estimate_floor): their texts are never
-        read. Without kept text the estimate is the verdict, so all pass.
+        signatures) of their documents and the documents' bytes (see _document_bytes), less
+        the pairs whose signature estimate rules out an exact similarity >= threshold (see
+        verify.estimate_floor): their texts are never read. Without kept text the estimate is
+        the verdict, so all pass.
 
         A worker thread takes the next pairs (from the blocks, across their bounds), reads
-        their signatures on ``reader`` and rules pairs out, while the next stage reads texts
-        on a connection of its own (see _with_texts): the database looks up both at once.
+        their signatures and text sizes on ``reader`` and rules pairs out, while the caller
+        reads texts and stores pairs on its connection: the database looks both up at once.
         `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
         after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
         from simindex.minhash import estimate_jaccard
@@ -1035,7 +1019,11 @@ class Index:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor
                 a, b = a[keep], b[keep]
-            return a, b, (ids, signatures)
+            # Only the plausible pairs' documents are sized (their texts read); others count 0.
+            sized = np.unique(np.concatenate((a, b)))
+            sizes = np.zeros(ids.shape, np.int64)
+            sizes[np.searchsorted(ids, sized)] = self._document_bytes(reader, sized)
+            return a, b, (ids, signatures), sizes
 
         slices = (
             (doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS])
@@ -1044,46 +1032,23 @@ class Index:
         )
         yield from ahead(slices, plausible)
 
-    def _with_texts(
-        self,
-        reader: Connection,
-        blocks: Iterable[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]],
-    ) -> Iterator[_ReadBlock]:
-        """The plausible pairs of ``blocks`` (see _plausible) with their documents' bytes
-        (signature and text; documents of no pair left count 0) and the texts of the first
-        READ_AHEAD_TEXT_BYTES of them, all read at once on ``reader`` (Store.texts_within) in
-        a worker thread while the blocks before are compared and stored: one read of a
-        document gives both its size and its text (the rest are read with their chunk)."""
-
-        def read(block: tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]) -> Any:
-            a, b, signed = block
-            ids = signed[0]
-            sized = np.unique(np.concatenate((a, b)))
-            sizes = np.zeros(ids.shape, np.int64)
-            bytes_of = np.full(sized.shape, 4 * self.spec.num_perm, dtype=np.int64)
-            texts: dict[int, str | None] = {}
-            if self.keep_text:
-                text_sizes, texts = self._store.texts_within(reader, sized, READ_AHEAD_TEXT_BYTES)
-                bytes_of += text_sizes
-            sizes[np.searchsorted(ids, sized)] = bytes_of
-            return _ReadBlock(a, b, signed, sizes, texts)
-
-        yield from ahead(blocks, read)
-
     def _chunk_documents(
-        self, connection: Connection, a: np.ndarray, b: np.ndarray, block: _ReadBlock
+        self,
+        connection: Connection,
+        a: np.ndarray,
+        b: np.ndarray,
+        signed: tuple[np.ndarray, np.ndarray],
     ) -> Any:
         """The documents of the pairs (a[i], b[i]) as a stages documents batch: signatures
-        and most texts from ``block`` (read already), the texts not read ahead read here."""
+        from ``signed`` (sorted ids and their signatures, read already), texts read here."""
         from simindex import stages
 
         ids = np.unique(np.concatenate((a, b)))
-        signed_ids, signatures = block.signed
+        signed_ids, signatures = signed
         texts = None
         if self.keep_text:
-            unread = np.array([i for i in ids.tolist() if i not in block.texts], np.int64)
-            found = self._store.texts_of(connection, unread) if unread.size else {}
-            texts = [block.texts[i] if i in block.texts else found[i] for i in ids.tolist()]
+            found = self._store.texts_of(connection, ids)
+            texts = [found[int(i)] for i in ids]
         return stages.documents_batch(ids, signatures[np.searchsorted(signed_ids, ids)], texts)
 
     def _compare_chunk(

@@ -776,32 +776,6 @@ class Store:
         sizes[np.searchsorted(ids, found[:, 0])] = found[:, 1]
         return sizes
 
-    def texts_within(
-        self, connection: Connection, ids: np.ndarray, budget: int
-    ) -> tuple[np.ndarray, dict[int, str | None]]:
-        """Bytes of stored text (0 when not kept) of each of the sorted document ids, and id
-        -> text (None when not kept) of those whose bytes, added up in the order the database
-        reads them, come to at most ``budget``: each document is read once for both, and
-        what is held stays within ``budget`` however large the texts."""
-        among, params = self._among(ids.tolist(), "BIGINT")
-        size = (
-            "octet_length(text)" if self.dialect == "postgresql" else "length(CAST(text AS BLOB))"
-        )
-        # A running sum over the rows as they come (no ORDER BY, so no sort of the texts).
-        rows = connection.execute(
-            sa.text(
-                "SELECT id, size, CASE WHEN running <= :budget THEN text END, running "
-                "FROM (SELECT id, size, text, sum(size) OVER (ROWS UNBOUNDED PRECEDING) "
-                f"AS running FROM (SELECT id, coalesce({size}, 0) AS size, text "
-                f"FROM documents WHERE id {among}) AS found) AS summed"
-            ),
-            {**params, "budget": budget},
-        ).all()
-        found = _int_rows([(i, size) for i, size, _, _ in rows], 2)
-        sizes = np.zeros(ids.shape[0], dtype=np.int64)
-        sizes[np.searchsorted(ids, found[:, 0])] = found[:, 1]
-        return sizes, {int(i): text for i, _, text, running in rows if running <= budget}
-
     def storage_problems(self, connection: Connection) -> list[str]:
         """Damage to a SQLite file itself (PRAGMA quick_check), one sentence per finding (at
         most ten); PostgreSQL checks its pages as it reads them."""

@@ -77,67 +77,41 @@ def test_chunked_verification_stores_the_same_pairs(db_url, news, tmp_path):
     assert chunked.candidates == whole.candidates and chunked.pairs == whole.pairs == 30
 
 
-@pytest.mark.parametrize("read_ahead", [2**22, 600])
-def test_verification_reads_signatures_and_texts_ahead_on_connections_of_their_own(
-    db_url, news, tmp_path, monkeypatch, read_ahead
+def test_verification_reads_signatures_ahead_on_a_second_connection(
+    db_url, news, tmp_path, monkeypatch
 ):
     """Verification reads the next pairs' signatures in a worker thread, on a connection of
-    its own, and their texts with their sizes in another, on a third, while the writer's
-    stores pairs: in blocks of two pairs, the pairs stored are those of an index that read
-    them in one block. Texts past the read-ahead budget (600 bytes: about one story) are
-    read with their chunk on the writer's connection, and nothing changes."""
+    its own, while the writer's reads texts and stores pairs: in blocks of two pairs, the
+    pairs stored are those of an index that read them in one block."""
     other = f"sqlite:///{tmp_path / 'whole.db'}"
     with Index.create(other, threshold=0.5) as index:
         index.add(news)
         index.find_pairs()
         expected = _stored(index)
-    readers, text_readers, late_texts, writers = [], [], [], []
-    store = simindex.store.Store
-    signatures_of, texts_within, texts_of, insert_pairs = (
-        store.signatures_of,
-        store.texts_within,
-        store.texts_of,
-        store.insert_pairs,
+    readers, writers = [], []
+    signatures_of, insert_pairs = (
+        simindex.store.Store.signatures_of,
+        simindex.store.Store.insert_pairs,
     )
 
     def reading(self, connection, ids, num_perm):
         readers.append((connection.connection.dbapi_connection, threading.get_ident()))
         return signatures_of(self, connection, ids, num_perm)
 
-    def reading_texts(self, connection, ids, budget):
-        text_readers.append((connection.connection.dbapi_connection, threading.get_ident()))
-        return texts_within(self, connection, ids, budget)
-
-    def reading_late(self, connection, ids):
-        late_texts.append(connection.connection.dbapi_connection)
-        return texts_of(self, connection, ids)
-
     def storing(self, connection, *args):
         writers.append(connection.connection.dbapi_connection)
         return insert_pairs(self, connection, *args)
 
-    monkeypatch.setattr(store, "signatures_of", reading)
-    monkeypatch.setattr(store, "texts_within", reading_texts)
-    monkeypatch.setattr(store, "texts_of", reading_late)
-    monkeypatch.setattr(store, "insert_pairs", storing)
+    monkeypatch.setattr(simindex.store.Store, "signatures_of", reading)
+    monkeypatch.setattr(simindex.store.Store, "insert_pairs", storing)
     monkeypatch.setattr("simindex.index.ESTIMATED_PAIRS", 2)
-    monkeypatch.setattr("simindex.index.READ_AHEAD_TEXT_BYTES", read_ahead)
     with Index.create(db_url, threshold=0.5) as index:
         index.add(news)
         report = index.find_pairs()
         assert _stored(index) == pytest.approx(expected, abs=1e-12)
     assert report.pairs == len(expected) == 30 and len(readers) >= report.candidates // 2
-    assert text_readers and writers
-    signature_connections = {c for c, _ in readers}
-    text_connections = {c for c, _ in text_readers}
-    assert signature_connections.isdisjoint(writers) and text_connections.isdisjoint(writers)
-    assert signature_connections.isdisjoint(text_connections)
-    threads = {thread for _, thread in readers + text_readers}
-    assert threading.get_ident() not in threads
-    # Every text came ahead with the larger budget; with the small one, some came late,
-    # on the writer's connection.
-    assert (late_texts == []) == (read_ahead > 600)
-    assert set(late_texts) <= set(writers)
+    assert {c for c, _ in readers}.isdisjoint(writers) and writers
+    assert threading.get_ident() not in {thread for _, thread in readers}
 
 
 @pytest.mark.parametrize("spooled", [False, True])
@@ -317,9 +291,9 @@ def test_pairs_the_estimate_rules_out_are_not_read_and_nothing_is_lost(db_url, n
     read = []
     chunk_documents = Index._chunk_documents
 
-    def counting(self, connection, a, b, block):
+    def counting(self, connection, a, b, signed):
         read.append(a.size)
-        return chunk_documents(self, connection, a, b, block)
+        return chunk_documents(self, connection, a, b, signed)
 
     monkeypatch.setattr(Index, "_chunk_documents", counting)
     found = []
