@@ -509,9 +509,9 @@ class Store:
         ``frozen``: ``table`` was created in this transaction, and PostgreSQL writes the rows
         as VACUUM FREEZE leaves them (COPY ... FREEZE). Otherwise the first reader of each
         row sets its commit hint bits, dirtying the page, which the server writes out again
-        when it evicts it: the first `pairs --full` after loading 4M documents spent 44 s
-        reading signatures that way, 26 s once they were set (benchmarks/RESULTS.md,
-        2026-11-25 07:10 UTC). SQLite has no such bits."""
+        when it evicts it (tests/db/test_postgres.py counts the pages). The first `pairs
+        --full` after loading 4M documents took 94.6 s without it, 92.4 s with it (one paired
+        run: benchmarks/RESULTS.md, 2026-11-26 02:49 UTC). SQLite has no such bits."""
         columns = ["id", "external_id", "content_hash", "shingle_count", "text", "metadata",
                    "ingested_at"]  # fmt: skip
         metadata_json = [None if m is None else json.dumps(m) for m in metadata]
