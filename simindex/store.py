@@ -648,10 +648,12 @@ class Store:
                 params,
             ).all()
             found = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-            blobs = [bytes(r[1]) for r in rows]
-            if any(len(blob) != 4 * num_perm for blob in blobs):
-                raise DatabaseError(_OTHER_LENGTH)
-            matrix = np.frombuffer(b"".join(blobs), SIGNATURE_DTYPE).reshape(-1, num_perm)
+            from simindex.minhash import unpack  # numba: only where signatures are read
+
+            try:
+                matrix = unpack((bytes(r[1]) for r in rows), num_perm)
+            except ValueError:
+                raise DatabaseError(_OTHER_LENGTH) from None
         at = np.zeros(ids.shape[0], np.int64)  # the row of each id, where found
         if found.size:
             order = np.argsort(found)
