@@ -85,7 +85,10 @@ def look_ups(url: str, blocks: int, block_ids: int, documents: int) -> tuple[lis
     """Microseconds per id of Store.signatures_of for random blocks of ids, and the plan's
     counts for one more such block."""
     rng = np.random.default_rng(SEED)
-    draw = lambda: np.sort(rng.choice(documents, block_ids, replace=False) + 1)  # noqa: E731
+
+    def draw() -> np.ndarray:
+        return np.sort(rng.choice(documents, block_ids, replace=False) + 1)
+
     per_id = []
     with Index.open(url) as index, index._transaction() as connection:
         for _ in range(blocks):
@@ -116,13 +119,12 @@ def main() -> None:
     in_child("corpus", str(args.size))
     corpus = str(corpus_path(corpus_name(str(args.size)), SEED))
     database = Database("pg", "bench_pairs_parts", args.pg_url, Path("/tmp"))
-    env = dict(os.environ)
     try:
         database.execute("CHECKPOINT")
-        ingest = run_step("ingest", [*SIMINDEX, "ingest", corpus, "--db", database.url], env=env)
+        ingest = run_step("ingest", [*SIMINDEX, "ingest", corpus, "--db", database.url])
         database.execute("CHECKPOINT")
         pairs_command = [*SIMINDEX, "pairs", "--full", "--top", "0", "--db", database.url]
-        pairs = [run_step(f"pairs {i}", pairs_command, env=env) for i in (1, 2)]
+        pairs = [run_step(f"pairs {i}", pairs_command) for i in (1, 2)]
         bucket_seconds, bucket_count = buckets(database.url)
         shapes = {name: drained(database.url, query) for name, query in SQL_SHAPES.items()}
         per_id, plan = look_ups(database.url, args.blocks, args.block_ids, args.size)
