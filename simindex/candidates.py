@@ -46,6 +46,7 @@ class Candidates:
     held: tuple[np.ndarray, np.ndarray]
     spool: RunSpool | None = None
     runs: list[tuple[int, int]] = field(default_factory=list)
+    _documents: np.ndarray | None = None
 
     def blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The distinct pairs as (doc_a, doc_b) int64 arrays, in order, a block at a time;
@@ -75,7 +76,7 @@ class Candidates:
         --size 4000000 --backend sqlite, RESULTS.md 2026-11-25 00:38 and 01:09 UTC)."""
         spool, runs, block = None, [], None
         try:
-            documents = _distinct_documents(self._merged(PASS_MEMORY))
+            documents = self.documents()
             # Each document's root, once flattened: the position of its component's smallest
             # id, which names the component (positions sort like ids).
             count = documents.shape[0]
@@ -91,6 +92,7 @@ class Candidates:
                     runs.append(spool.add(*block))
                 block = component[order], a[order], b[order]
             del documents, root
+            self._documents = None
             self._close()
             if spool is None:  # one block: no runs to merge
                 if block is not None:
@@ -107,6 +109,13 @@ class Candidates:
             self._close()
             if spool is not None:
                 spool.close()
+
+    def documents(self) -> np.ndarray:
+        """The distinct documents of the pairs (sorted int64 ids): found in one pass over
+        them, then kept until the pairs are read by component."""
+        if self._documents is None:
+            self._documents = _distinct_documents(self._merged(PASS_MEMORY))
+        return self._documents
 
     def _merged(self, memory: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The distinct pairs in (doc_a, doc_b) order, a block at a time (the runs read

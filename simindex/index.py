@@ -64,6 +64,7 @@ from simindex.store import (
 # The pipeline's modules compile numba kernels: they load inside the methods that run them,
 # so commands that only read the database (stats, show, export) start without numba.
 if TYPE_CHECKING:
+    from simindex.candidates import Candidates
     from simindex.cluster import Rule
     from simindex.evaluate import CandidateEstimate, Evaluation
     from simindex.shingle import ShingleSets
@@ -81,6 +82,11 @@ BATCH_TEXT_CHARS = 2**21
 # Candidate pairs whose documents' signatures are read at once to rule some out (~1 KB of
 # transient memory per pair).
 ESTIMATED_PAIRS = 8_192
+# Candidate documents, as a share of the ids from the first to the last, past which verification reads every
+# signature in one pass instead of looking them up (Index._candidate_signatures); and the
+# signatures read at a time in that pass.
+SCAN_SHARE = 0.4
+SCAN_ROWS = 20_000
 
 OnDuplicate = Literal["fail", "skip", "replace"]
 OnEmpty = Literal["fail", "skip"]
@@ -941,8 +947,12 @@ class Index:
                 found.candidates += int(doc_a.size)
                 yield doc_a, doc_b
 
-        with self._signature_reader(connection) as reader:
-            for chunk in self._verify(connection, reader, to_verify(), threshold, text_bytes):
+        with (
+            self._signature_reader(connection) as reader,
+            self._candidate_signatures(reader, candidates) as signatures,
+        ):
+            pairs = to_verify()
+            for chunk in self._verify(connection, reader, signatures, pairs, threshold, text_bytes):
                 self._store.insert_pairs(connection, banding_id, *chunk)
                 found.pairs += chunk[0].size
                 if since is not None:  # incremental clusters absorb these pairs
@@ -962,10 +972,45 @@ class Index:
         with self._store.read() as reader:
             yield reader
 
+    @contextmanager
+    def _candidate_signatures(
+        self, reader: Connection, candidates: Candidates
+    ) -> Iterator[Callable[[np.ndarray], np.ndarray]]:
+        """How verification reads the signatures of candidate documents (a function of
+        sorted ids, run on ``reader``'s thread): looked up a block at a time, or, on
+        PostgreSQL when the candidates name more than SCAN_SHARE of the ids between their
+        first and last, from a SignatureFile that one pass over the signatures of those ids,
+        in id order, fills first.
+
+        A look-up costs PostgreSQL a random heap page read per document and block, once the
+        table outgrows its shared buffers: at 4M documents 2.0M candidate documents (half the
+        ids) were looked up 3.2M times, and `pairs --full` took 8% less time with the pass;
+        at 400k (a third of the ids) it gained nothing, and SQLite, whose look-ups are reads
+        of its B-tree in this process, took 9% more (benchmarks/RESULTS.md, 2026-11-26 08:10
+        UTC)."""
+        from simindex.signature_file import signature_file
+
+        documents = candidates.documents()
+        span = documents[-1] - documents[0] + 1 if documents.size else 0
+        if self._store.dialect != "postgresql" or documents.size <= SCAN_SHARE * span:
+            yield lambda ids: self._signatures(reader, ids)
+            return
+        num_perm = self.spec.num_perm
+        with signature_file(documents, num_perm) as file:
+            first = int(documents[0])
+            chunks = self._store.signature_chunks(reader, num_perm, SCAN_ROWS, after=first - 1)
+            for ids, sigs in chunks:
+                file.write(ids, sigs)
+                if ids[-1] >= documents[-1]:
+                    break
+            file.complete()
+            yield file.read
+
     def _verify(
         self,
         connection: Connection,
         reader: Connection,
+        signatures: Callable[[np.ndarray], np.ndarray],
         blocks: Iterable[tuple[np.ndarray, np.ndarray]],
         threshold: float,
         text_bytes: int,
@@ -977,11 +1022,12 @@ class Index:
         A worker thread compares a chunk while this one reads the next chunk's documents and
         the caller stores the pairs before (the database works while the kernels do, and
         ``connection`` is used from this thread only); two chunks' documents exist at a time.
-        Signatures are read on ``reader`` (see _plausible). One pipeline runs through all
+        Signatures are read by ``signatures`` and text sizes on ``reader`` (see _plausible). One pipeline runs through all
         the blocks: a block's first reads overlap the previous block's last compare."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
-            for block_a, block_b, signed, sizes in self._plausible(reader, blocks, threshold):
+            plausible = self._plausible(reader, signatures, blocks, threshold)
+            for block_a, block_b, signed, sizes in plausible:
                 for lo, hi in _pair_spans(block_a, block_b, signed[0], sizes, text_bytes):
                     a, b = block_a[lo:hi], block_b[lo:hi]
                     documents = self._chunk_documents(connection, a, b, signed)
@@ -993,7 +1039,11 @@ class Index:
                 yield comparing.result()
 
     def _plausible(
-        self, reader: Connection, blocks: Iterable[tuple[np.ndarray, np.ndarray]], threshold: float
+        self,
+        reader: Connection,
+        signatures: Callable[[np.ndarray], np.ndarray],
+        blocks: Iterable[tuple[np.ndarray, np.ndarray]],
+        threshold: float,
     ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]]:
         """The pairs of ``blocks``, ESTIMATED_PAIRS at a time, with the (sorted ids,
         signatures) of their documents and the documents' bytes (see _document_bytes), less
@@ -1002,7 +1052,8 @@ class Index:
         the verdict, so all pass.
 
         A worker thread takes the next pairs (from the blocks, across their bounds), reads
-        their signatures and text sizes on ``reader`` and rules pairs out, while the caller
+        their signatures (by ``signatures``) and text sizes (on ``reader``) and rules pairs
+        out, while the caller
         reads texts and stores pairs on its connection: the database looks both up at once.
         `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
         after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
@@ -1014,16 +1065,16 @@ class Index:
         def plausible(pairs: tuple[np.ndarray, np.ndarray]) -> tuple[Any, ...]:
             a, b = pairs
             ids = np.unique(np.concatenate((a, b)))
-            signatures = self._signatures(reader, ids)
+            signed = signatures(ids)
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
-                keep = estimate_jaccard(signatures[rows_a], signatures[rows_b]) >= floor
+                keep = estimate_jaccard(signed[rows_a], signed[rows_b]) >= floor
                 a, b = a[keep], b[keep]
             # Only the plausible pairs' documents are sized (their texts read); others count 0.
             sized = np.unique(np.concatenate((a, b)))
             sizes = np.zeros(ids.shape, np.int64)
             sizes[np.searchsorted(ids, sized)] = self._document_bytes(reader, sized)
-            return a, b, (ids, signatures), sizes
+            return a, b, (ids, signed), sizes
 
         slices = (
             (doc_a[start : start + ESTIMATED_PAIRS], doc_b[start : start + ESTIMATED_PAIRS])
@@ -1345,11 +1396,9 @@ class Index:
             old = self._store.bandings(connection)
             banding_id = self._store.create_banding(connection, bands, rows)
             writer = self._store.band_key_writer(connection, banding_id, bulk=True)
-            from simindex.minhash import unpack
-
             per_chunk = max(1, REBAND_STREAM_ROWS // bands)
-            for ids, blobs in self._store.iter_signatures(connection, per_chunk):
-                sigs = unpack(blobs, self.spec.num_perm)
+            num_perm = self.spec.num_perm
+            for ids, sigs in self._store.signature_chunks(connection, num_perm, per_chunk):
                 writer.write(ids, lsh.band_keys(sigs, bands, rows))
             writer.finish()
             self._store.complete_banding(connection, banding_id)
@@ -1391,13 +1440,11 @@ class Index:
     ) -> tuple[np.ndarray, np.ndarray]:
         """Ids (ascending) of the documents above id ``after`` and their band keys for a
         (bands x rows) banding, from their stored signatures."""
-        from simindex.minhash import unpack
-
         ids = [np.empty(0, np.int64)]
         keys = [np.empty((0, bands), np.int64)]
-        for chunk_ids, blobs in self._store.iter_signatures(connection, chunk_size, after):
+        chunks = self._store.signature_chunks(connection, self.spec.num_perm, chunk_size, after)
+        for chunk_ids, sigs in chunks:
             ids.append(chunk_ids)
-            sigs = unpack(blobs, self.spec.num_perm)
             keys.append(lsh.band_keys(sigs, bands, rows))
         return np.concatenate(ids), np.concatenate(keys)
 

@@ -640,20 +640,15 @@ class Store:
         """The stored signatures of document ids, in their order (uint32, (n, num_perm)); a
         DatabaseError names a document that has none, or a signature of another length."""
         if self.dialect == "postgresql":
-            found, matrix = self._copied_signatures(connection, ids, num_perm)
+            listed = ",".join(map(str, ids.tolist()))  # integers only: COPY takes no parameters
+            found, matrix = self._copied_signatures(
+                connection, f"document_id = ANY('{{{listed}}}'::bigint[])", num_perm
+            )
         else:
             among, params = self._among(ids.tolist(), "BIGINT")
-            rows = connection.execute(
-                sa.text(f"SELECT document_id, minhashes FROM signatures WHERE document_id {among}"),
-                params,
-            ).all()
-            found = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-            from simindex.minhash import unpack  # numba: only where signatures are read
-
-            try:
-                matrix = unpack((bytes(r[1]) for r in rows), num_perm)
-            except ValueError:
-                raise DatabaseError(_OTHER_LENGTH) from None
+            found, matrix = self._selected_signatures(
+                connection, f"document_id {among}", params, num_perm
+            )
         at = np.zeros(ids.shape[0], np.int64)  # the row of each id, where found
         if found.size:
             order = np.argsort(found)
@@ -666,17 +661,51 @@ class Store:
             )
         return matrix[at].astype(np.uint32, copy=False)
 
+    def signature_chunks(
+        self, connection: Connection, num_perm: int, rows: int, after: int = 0
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The stored signatures of the documents with ids above ``after``, in id order, as
+        (ids, uint32 (n, num_perm)) chunks of ``rows`` documents, by keyset paging: each
+        chunk holds every signature between the previous chunk's last id and its own."""
+        last = after
+        while True:
+            if self.dialect == "postgresql":
+                where = f"document_id > {int(last)} ORDER BY document_id LIMIT {int(rows)}"
+                ids, matrix = self._copied_signatures(connection, where, num_perm)
+            else:
+                where = "document_id > :last ORDER BY document_id LIMIT :rows"
+                params = {"last": last, "rows": rows}
+                ids, matrix = self._selected_signatures(connection, where, params, num_perm)
+            if not ids.size:
+                return
+            yield ids, matrix.astype(np.uint32, copy=False)
+            last = int(ids[-1])
+
+    def _selected_signatures(
+        self, connection: Connection, where: str, params: dict, num_perm: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """SQLite's (document ids, signatures as (n, num_perm) uint32) of the rows ``where``
+        selects (our SQL, with ``params``), in its order."""
+        statement = f"SELECT document_id, minhashes FROM signatures WHERE {where}"
+        rows = connection.execute(sa.text(statement), params).all()
+        found = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        from simindex.minhash import unpack  # numba: only where signatures are read
+
+        try:
+            return found, unpack((bytes(r[1]) for r in rows), num_perm)
+        except ValueError:
+            raise DatabaseError(_OTHER_LENGTH) from None
+
     def _copied_signatures(
-        self, connection: Connection, ids: np.ndarray, num_perm: int
+        self, connection: Connection, where: str, num_perm: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """PostgreSQL's (document ids, signatures as (n, num_perm) little-endian uint32) of
-        ids, found in any order, by COPY ... TO STDOUT (FORMAT BINARY): numpy reads the rows
-        as a matrix, no Python runs per row. The ids go in the statement, integers only (COPY
-        takes no parameters)."""
-        listed = ",".join(map(str, ids.tolist()))
+        the rows ``where`` (our SQL, no parameters: COPY takes none) selects, in its order, by
+        COPY ... TO STDOUT (FORMAT BINARY): numpy reads the rows as a matrix, no Python runs
+        per row."""
         statement = (
-            "COPY (SELECT document_id, minhashes FROM signatures "
-            f"WHERE document_id = ANY('{{{listed}}}'::bigint[])) TO STDOUT (FORMAT BINARY)"
+            f"COPY (SELECT document_id, minhashes FROM signatures WHERE {where}) "
+            "TO STDOUT (FORMAT BINARY)"
         )
         cursor = connection.connection.dbapi_connection.cursor()
         try:
@@ -800,25 +829,6 @@ class Store:
             params,
         )
         return {int(i): (e, t, bytes(blob)) for i, e, t, blob in rows}
-
-    def iter_signatures(
-        self, connection: Connection, chunk_size: int, after: int = 0
-    ) -> Iterator[tuple[np.ndarray, list[bytes]]]:
-        """Signatures of documents with ids above ``after``, in id order, as (ids, blobs)
-        chunks, by keyset paging."""
-        last = after
-        while True:
-            rows = connection.execute(
-                select(signatures.c.document_id, signatures.c.minhashes)
-                .where(signatures.c.document_id > last)
-                .order_by(signatures.c.document_id)
-                .limit(chunk_size)
-            ).all()
-            if not rows:
-                return
-            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            yield ids, [r[1] for r in rows]
-            last = int(ids[-1])
 
     # -- bandings --------------------------------------------------------------------------
 

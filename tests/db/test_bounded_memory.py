@@ -15,6 +15,7 @@ import simindex.store
 import simindex.verify
 from simindex import Index
 from simindex.chunking import spans
+from simindex.errors import DatabaseError
 
 
 def _stored(index: Index) -> dict[tuple[str, str], float]:
@@ -77,20 +78,25 @@ def test_chunked_verification_stores_the_same_pairs(db_url, news, tmp_path):
     assert chunked.candidates == whole.candidates and chunked.pairs == whole.pairs == 30
 
 
+@pytest.mark.parametrize("scanned", [False, True], ids=["looked-up", "scanned"])
 def test_verification_reads_signatures_ahead_on_a_second_connection(
-    db_url, news, tmp_path, monkeypatch
+    db_url, news, tmp_path, monkeypatch, scanned
 ):
     """Verification reads the next pairs' signatures in a worker thread, on a connection of
     its own, while the writer's reads texts and stores pairs: in blocks of two pairs, the
-    pairs stored are those of an index that read them in one block."""
+    pairs stored are those of an index that read them in one block. When the candidates name
+    many documents (forced here), PostgreSQL's signatures come instead from one pass over
+    them in id order, 7 at a time, on that connection, into a file; SQLite's are still
+    looked up."""
     other = f"sqlite:///{tmp_path / 'whole.db'}"
     with Index.create(other, threshold=0.5) as index:
         index.add(news)
         index.find_pairs()
         expected = _stored(index)
-    readers, writers = [], []
-    signatures_of, insert_pairs = (
+    readers, writers, scans = [], [], []
+    signatures_of, signature_chunks, insert_pairs = (
         simindex.store.Store.signatures_of,
+        simindex.store.Store.signature_chunks,
         simindex.store.Store.insert_pairs,
     )
 
@@ -98,20 +104,51 @@ def test_verification_reads_signatures_ahead_on_a_second_connection(
         readers.append((connection.connection.dbapi_connection, threading.get_ident()))
         return signatures_of(self, connection, ids, num_perm)
 
+    def scanning(self, connection, *args, **kwargs):
+        for ids, sigs in signature_chunks(self, connection, *args, **kwargs):
+            scans.append((connection.connection.dbapi_connection, ids.size))
+            yield ids, sigs
+
     def storing(self, connection, *args):
         writers.append(connection.connection.dbapi_connection)
         return insert_pairs(self, connection, *args)
 
     monkeypatch.setattr(simindex.store.Store, "signatures_of", reading)
+    monkeypatch.setattr(simindex.store.Store, "signature_chunks", scanning)
     monkeypatch.setattr(simindex.store.Store, "insert_pairs", storing)
     monkeypatch.setattr("simindex.index.ESTIMATED_PAIRS", 2)
+    monkeypatch.setattr("simindex.index.SCAN_SHARE", 0.0 if scanned else 2.0)
+    monkeypatch.setattr("simindex.index.SCAN_ROWS", 7)
     with Index.create(db_url, threshold=0.5) as index:
         index.add(news)
         report = index.find_pairs()
         assert _stored(index) == pytest.approx(expected, abs=1e-12)
-    assert report.pairs == len(expected) == 30 and len(readers) >= report.candidates // 2
-    assert {c for c, _ in readers}.isdisjoint(writers) and writers
-    assert threading.get_ident() not in {thread for _, thread in readers}
+    assert report.pairs == len(expected) == 30 and writers
+    if scanned and db_url.startswith("postgresql"):
+        assert not readers and max(n for _, n in scans) == 7
+        assert len(news) >= sum(n for _, n in scans) > len(scans) * 6  # all but the last full
+        assert {c for c, _ in scans}.isdisjoint(writers)
+    else:
+        assert not scans and len(readers) >= report.candidates // 2
+        assert {c for c, _ in readers}.isdisjoint(writers)
+        assert threading.get_ident() not in {thread for _, thread in readers}
+
+
+def test_a_candidate_without_a_signature_stops_the_pass_over_signatures(db_url, news, monkeypatch):
+    """The pass that reads every candidate's signature (forced here) names a document it did
+    not find, as a look-up does, and stores no pair."""
+    monkeypatch.setattr("simindex.index.SCAN_SHARE", 0.0)
+    with Index.create(db_url, threshold=0.5) as index:
+        index.add(news)
+        with index._store.write() as connection:
+            connection.exec_driver_sql(
+                "DELETE FROM signatures WHERE document_id = "
+                "(SELECT id FROM documents WHERE external_id = 'n003')"
+            )
+        with pytest.raises(DatabaseError, match="1 of .* documents have no stored signature"):
+            index.find_pairs()
+        with index._store.read() as connection:
+            assert connection.exec_driver_sql("SELECT count(*) FROM pairs").scalar() == 0
 
 
 @pytest.mark.parametrize("spooled", [False, True])

@@ -82,6 +82,10 @@ def test_signatures_come_in_the_order_asked_and_a_missing_one_is_named(db_url, n
         ids = np.array([7, 2, 9, 1], dtype=np.int64)
         with store.engine.connect() as connection:
             got = store.signatures_of(connection, ids, spec.num_perm)
+            chunks = list(store.signature_chunks(connection, spec.num_perm, 4, after=1))
+            assert [c.tolist() for c, _ in chunks] == [[2, 3, 4, 5], [6, 7, 8, 9], [10]]
+            in_order = np.concatenate([m for _, m in chunks])
+            assert np.array_equal(in_order[ids[:3] - 2], got[:3])  # reband's, verification's
             connection.exec_driver_sql("DELETE FROM signatures WHERE document_id = 9")
             with pytest.raises(DatabaseError, match=r"1 of 4 documents .* \(the first: id 9\)"):
                 store.signatures_of(connection, ids, spec.num_perm)
@@ -89,6 +93,8 @@ def test_signatures_come_in_the_order_asked_and_a_missing_one_is_named(db_url, n
             connection.execute(short, {"blob": bytes(4)})  # PostgreSQL parses rows by length
             with pytest.raises(DatabaseError, match="differ in length"):
                 store.signatures_of(connection, ids[:2], spec.num_perm)
+            with pytest.raises(DatabaseError, match="differ in length"):
+                list(store.signature_chunks(connection, spec.num_perm, 3))
             connection.rollback()
     texts = [simindex.normalize(news[i - 1][1]) for i in ids]
     assert np.array_equal(got, simindex.signatures(simindex.shingle_sets(texts, spec), spec))

@@ -10,7 +10,6 @@ from typer.testing import CliRunner
 from simindex import Index, SignatureSpec, normalize, shingle_sets, signatures
 from simindex.cli import app
 from simindex.errors import SpecMismatchError
-from simindex.minhash import unpack
 from simindex.spec import SCHEME_V1, SCHEME_V2, SCHEMES
 from simindex.store import create_engine, database_url
 from tests.conftest import NEWS
@@ -26,10 +25,10 @@ def test_an_index_signs_everything_with_its_recorded_scheme(db_url, news, scheme
     with Index.open(db_url) as index:
         assert index.spec == spec and index.stats()["spec"]["scheme"] == scheme
         with index._store.read() as connection:
-            ids, blobs = next(index._store.iter_signatures(connection, 100))
+            ids, stored = next(index._store.signature_chunks(connection, spec.num_perm, 100))
         assert len(ids) == 30
         expected = signatures(shingle_sets([normalize(t) for _, t, _ in news[:30]], spec), spec)
-        assert (unpack(blobs, spec.num_perm) == expected).all()
+        assert (stored == expected).all()
         # A document's own text finds it with estimate 1 under either scheme.
         match = index.query(news[3][1])[0]
         assert match.external_id == news[3][0] and match.estimated_jaccard == 1.0
