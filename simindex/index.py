@@ -977,17 +977,18 @@ class Index:
         self, reader: Connection, candidates: Candidates
     ) -> Iterator[Callable[[np.ndarray], np.ndarray]]:
         """How verification reads the signatures of candidate documents (a function of
-        sorted ids, run on ``reader``'s thread): looked up a block at a time, or, on
+        sorted ids, called from its reading thread): looked up a block at a time, or, on
         PostgreSQL when the candidates name more than SCAN_SHARE of the ids between their
         first and last, from a SignatureFile that one pass over the signatures of those ids,
         in id order, fills first.
 
-        A look-up costs PostgreSQL a random heap page read per document and block, once the
-        table outgrows its shared buffers: at 4M documents 2.0M candidate documents (half the
-        ids) were looked up 3.2M times, and `pairs --full` took 8% less time with the pass;
-        at 400k (a third of the ids) it gained nothing, and SQLite, whose look-ups are reads
-        of its B-tree in this process, took 9% more (benchmarks/RESULTS.md, 2026-11-26 08:10
-        UTC)."""
+        A look-up costs PostgreSQL a random heap page read per document and block once the
+        table outgrows its shared buffers. At 4M documents, where the candidates are half the
+        ids: 12.9 us a look-up, against a pass of 11.3 s that keeps 2M of the 4M signatures
+        and 2.2 us an id from the file, and `pairs --full` in 88-92 s instead of 99-125 s. At 400k they are a
+        third of the ids and it keeps looking up (benchmarks/RESULTS.md, 2026-11-26 07:40-08:30
+        UTC). SQLite's look-ups are reads of its B-tree in this process: it keeps them (a
+        trial of the pass there was slower)."""
         from simindex.signature_file import signature_file
 
         documents = candidates.documents()
