@@ -40,6 +40,8 @@ from bench_pipeline import DEFAULT_PG, corpus_name, corpus_path, finish  # noqa:
 from bench_scale import SEED, SIMINDEX, Database, in_child, run_step  # noqa: E402
 
 from simindex import Index  # noqa: E402
+from simindex.candidates import Candidates  # noqa: E402
+from simindex.signature_file import SignatureFile  # noqa: E402
 
 # Session settings as Store.iter_buckets sets them (a streaming GroupAggregate on the key).
 PLAN = "SET enable_hashagg = off; SET enable_sort = off; SET jit = off"
@@ -110,26 +112,22 @@ def look_ups(url: str, blocks: int, block_ids: int, documents: int) -> tuple[lis
 
 def signature_pass(url: str, blocks: int, block_ids: int, documents: int) -> tuple[float, list]:
     """Seconds of the pass that `pairs --full` makes instead of look-ups when the candidates
-    name many documents (Index._candidate_signatures), here over every other id (the 4M
-    corpus's candidates are half of them), into a SignatureFile; and microseconds per id of
-    reading random blocks of those ids back from the file."""
-    from simindex.index import SCAN_ROWS
-    from simindex.signature_file import signature_file
-
+    name many documents (Index._candidate_signatures, given candidate pairs of every other
+    id: the 4M corpus's candidates are half of them), and microseconds per id of reading
+    random blocks of those ids back from its file."""
     rng = np.random.default_rng(SEED)
     wanted = np.arange(1, documents + 1, 2, dtype=np.int64)
+    candidates = Candidates(0, 0, (wanted[:-1], wanted[1:]))  # pairs naming every one
     with Index.open(url) as index, index._transaction() as connection:
-        num_perm = index.spec.num_perm
-        with signature_file(wanted, num_perm) as file:
-            started = time.perf_counter()
-            for ids, signatures in index._store.signature_chunks(connection, num_perm, SCAN_ROWS):
-                file.write(ids, signatures)
-            file.complete()
+        started = time.perf_counter()
+        with index._candidate_signatures(connection, candidates) as signatures:
             seconds, per_id = time.perf_counter() - started, []
+            if not isinstance(getattr(signatures, "__self__", None), SignatureFile):
+                raise SystemExit("the candidates of every other id are looked up: no pass")
             for _ in range(blocks):
                 ids = np.sort(rng.choice(wanted, block_ids, replace=False))
                 started = time.perf_counter()
-                file.read(ids)
+                signatures(ids)
                 per_id.append((time.perf_counter() - started) / ids.size * 1e6)
     return seconds, per_id
 

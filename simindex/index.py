@@ -82,9 +82,9 @@ BATCH_TEXT_CHARS = 2**21
 # Candidate pairs whose documents' signatures are read at once to rule some out (~1 KB of
 # transient memory per pair).
 ESTIMATED_PAIRS = 8_192
-# Candidate documents, as a share of the ids from the first to the last, past which verification reads every
-# signature in one pass instead of looking them up (Index._candidate_signatures); and the
-# signatures read at a time in that pass.
+# Candidate documents, as a share of the ids from their first to their last, past which
+# verification on PostgreSQL reads every signature of that range in one pass instead of
+# looking them up (Index._candidate_signatures); and the signatures read at a time in it.
 SCAN_SHARE = 0.4
 SCAN_ROWS = 20_000
 
@@ -985,10 +985,9 @@ class Index:
         A look-up costs PostgreSQL a random heap page read per document and block once the
         table outgrows its shared buffers. At 4M documents, where the candidates are half the
         ids: 12.9 us a look-up, against a pass of 11.3 s that keeps 2M of the 4M signatures
-        and 2.2 us an id from the file, and `pairs --full` in 88-92 s instead of 99-125 s. At 400k they are a
-        third of the ids and it keeps looking up (benchmarks/RESULTS.md, 2026-11-26 07:40-08:30
-        UTC). SQLite's look-ups are reads of its B-tree in this process: it keeps them (a
-        trial of the pass there was slower)."""
+        and 2.2 us an id from the file; `pairs --full` took 88-92 s instead of 99-125 s
+        (benchmarks/RESULTS.md, 2026-11-26 07:40-08:30 UTC). SQLite's look-ups are reads of
+        its B-tree inside the process, not a server's heap pages: it keeps them."""
         from simindex.signature_file import signature_file
 
         documents = candidates.documents()
@@ -1023,8 +1022,9 @@ class Index:
         A worker thread compares a chunk while this one reads the next chunk's documents and
         the caller stores the pairs before (the database works while the kernels do, and
         ``connection`` is used from this thread only); two chunks' documents exist at a time.
-        Signatures are read by ``signatures`` and text sizes on ``reader`` (see _plausible). One pipeline runs through all
-        the blocks: a block's first reads overlap the previous block's last compare."""
+        Signatures are read by ``signatures`` and text sizes on ``reader`` (see _plausible).
+        One pipeline runs through all the blocks: a block's first reads overlap the previous
+        block's last compare."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
             plausible = self._plausible(reader, signatures, blocks, threshold)
@@ -1054,8 +1054,8 @@ class Index:
 
         A worker thread takes the next pairs (from the blocks, across their bounds), reads
         their signatures (by ``signatures``) and text sizes (on ``reader``) and rules pairs
-        out, while the caller
-        reads texts and stores pairs on its connection: the database looks both up at once.
+        out, while the caller reads texts and stores pairs on its connection: the database
+        looks both up at once.
         `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
         after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
         from simindex.minhash import estimate_jaccard

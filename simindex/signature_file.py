@@ -57,8 +57,8 @@ class SignatureFile:
     def read(self, ids: np.ndarray) -> np.ndarray:
         """The signatures of ids (documents of the file) in their order, uint32
         (n, num_perm): a read of the file per row, from the OS's page cache. A memory map of
-        the file would keep the pages a read touches (64 KiB around each row, as the kernel
-        maps ahead) in the process's memory."""
+        the file would keep the pages a read touches, and those the kernel maps around them,
+        in the process's memory (tests/unit/test_signature_file.py fails with one)."""
         at = np.searchsorted(self._documents, ids).clip(max=self._documents.shape[0] - 1)
         if (self._documents[at] != ids).any():
             raise ValueError("an id that is not a document of the signature file")
