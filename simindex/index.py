@@ -85,6 +85,8 @@ ESTIMATED_PAIRS = 8_192
 # Candidate documents, as a share of the ids from their first to their last, past which
 # verification on PostgreSQL reads every signature of that range in one pass instead of
 # looking them up (Index._candidate_signatures); and the signatures read at a time in it.
+# At 0.25 the 400k corpus (34%) took the pass and `pairs` was slower there (RESULTS.md,
+# 2026-11-26 10:41 UTC); at 4M (50%) the pass is faster.
 SCAN_SHARE = 0.4
 SCAN_ROWS = 20_000
 
