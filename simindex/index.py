@@ -1092,36 +1092,32 @@ class Index:
         a: np.ndarray,
         b: np.ndarray,
         signed: tuple[np.ndarray, np.ndarray],
-    ) -> Any:
-        """The documents of the pairs (a[i], b[i]) as a stages documents batch: signatures
-        from ``signed`` (sorted ids and their signatures, read already), texts read here."""
-        from simindex import stages
-
+    ) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+        """The documents of the pairs (a[i], b[i]): (sorted ids, their signatures from
+        ``signed`` (sorted ids and their signatures, read already), their texts as UTF-8
+        (see Store.utf8_texts), read here, or None without kept text)."""
         ids = np.unique(np.concatenate((a, b)))
         signed_ids, signatures = signed
-        texts = None
-        if self.keep_text:
-            found = self._store.texts_of(connection, ids)
-            texts = [found[int(i)] for i in ids]
-        return stages.documents_batch(ids, signatures[np.searchsorted(signed_ids, ids)], texts)
+        texts = self._store.utf8_texts(connection, ids) if self.keep_text else None
+        return ids, signatures[np.searchsorted(signed_ids, ids)], texts
 
     def _compare_chunk(
-        self, a: np.ndarray, b: np.ndarray, documents: Any, threshold: float
+        self,
+        a: np.ndarray,
+        b: np.ndarray,
+        documents: tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray] | None],
+        threshold: float,
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The pairs (a[i], b[i]) with similarity >= threshold: (doc_a, doc_b, estimated,
-        exact), by stages.verify; no database work."""
-        import pyarrow as pa
+        exact), by verify.verified: what stages.verify computes, without Arrow, whose
+        libraries stay resident once loaded (55-60 MiB where the kernel maps files in large
+        pages); no database work."""
+        from simindex.shingle import normalize_utf8
+        from simindex.verify import verified
 
-        from simindex import stages
-
-        pairs = pa.RecordBatch.from_pydict({"doc_a": a, "doc_b": b})
-        found = stages.verify(pairs, documents, self.spec, threshold)
-        return (
-            found.column("doc_a").to_numpy(),
-            found.column("doc_b").to_numpy(),
-            found.column("estimated").to_numpy(),
-            found.column("exact").to_numpy() if self.keep_text else None,
-        )
+        ids, signatures, texts = documents
+        normalized = None if texts is None else normalize_utf8(*texts)
+        return verified(a, b, ids, signatures, normalized, self.spec, threshold)
 
     def _similarities(
         self, connection: Connection, a: np.ndarray, b: np.ndarray

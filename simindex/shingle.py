@@ -100,6 +100,38 @@ def normalize_batch(texts: Sequence[str]) -> NormalizedBatch:
     return normalize_folded(np.frombuffer(b"".join(raw), dtype=np.uint8), raw_offsets)
 
 
+_ASCII_LOWER = np.arange(256, dtype=np.uint8)
+_ASCII_LOWER[ord("A") : ord("Z") + 1] += 32
+
+
+def normalize_utf8(data: np.ndarray, offsets: np.ndarray) -> NormalizedBatch:
+    """:func:`normalize_batch` of texts given as valid UTF-8 (text i is
+    ``data[offsets[i]:offsets[i + 1]]``, uint8 and int64 arrays; offsets need not start at
+    0), without making Python strings of the ASCII ones: their NFKC form is themselves and
+    their ``str.lower()`` changes A-Z alone (see :func:`fold`). Other texts are folded by
+    :func:`fold`, one Python string each."""
+    start, end = int(offsets[0]), int(offsets[-1])
+    body, offsets = data[start:end], offsets - start
+    lengths = np.diff(offsets)
+    others = np.zeros(lengths.shape[0], dtype=bool)
+    if body.size:  # each text's largest byte (segments between the starts of non-empty texts)
+        starts = offsets[:-1][lengths > 0]
+        others[lengths > 0] = np.maximum.reduceat(body, starts) >= 0x80
+    others = np.flatnonzero(others)
+    lowered = _ASCII_LOWER[body]
+    if not others.size:
+        return normalize_folded(lowered, offsets)
+    # Rebuild the bytes: runs of ASCII texts as they are, each other text folded.
+    pieces, done = [], 0
+    for row in others.tolist():
+        lo, hi = int(offsets[row]), int(offsets[row + 1])
+        folded = fold(body[lo:hi].tobytes().decode("utf-8")).encode("utf-8")
+        pieces += [lowered[done:lo].tobytes(), folded]
+        lengths[row], done = len(folded), hi
+    pieces.append(lowered[done:].tobytes())
+    return normalize_folded(np.frombuffer(b"".join(pieces), np.uint8), _offsets(lengths))
+
+
 def normalize_folded(data: np.ndarray, raw_offsets: np.ndarray) -> NormalizedBatch:
     """The last step of :func:`normalize_batch`, the whitespace, for texts already folded
     (:func:`fold`) and given as valid UTF-8: text i is ``data[raw_offsets[i]:raw_offsets[i +

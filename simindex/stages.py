@@ -25,15 +25,9 @@ from simindex.errors import InputError
 from simindex.minhash import sign as sign_normalized
 from simindex.minhash import signatures as signatures_of_sets
 from simindex.readers import DEFAULT_MAX_CHARS, MAX_ID_BYTES, document_problem
-from simindex.shingle import (
-    NormalizedBatch,
-    ShingleSets,
-    fold,
-    normalize_folded,
-    shingle_sets,
-)
+from simindex.shingle import NormalizedBatch, ShingleSets, normalize_utf8, shingle_sets
 from simindex.spec import SignatureSpec
-from simindex.verify import Profiles, compare
+from simindex.verify import verified
 
 # Bytes of text signed at a time: normalizing holds about ten bytes per byte of text (its
 # UTF-8 and UTF-32 forms, twice), so a batch of any size signs in bounded memory.
@@ -201,38 +195,28 @@ def verify(
     """
     ids = documents.column("id").to_numpy()
     order = np.argsort(ids, kind="stable")
-    ids = ids[order]
-    signatures = _matrix(documents.column("signature"), np.uint32)[order]
-    sets = None
+    texts = None
     if "text" in documents.schema.names:
-        texts = documents.column("text").cast(pa.large_string()).take(pa.array(order))
-        sets = shingle_sets(_normalize(pc.fill_null(texts, "")), spec)
-    doc_a, doc_b = pairs.column("doc_a").to_numpy(), pairs.column("doc_b").to_numpy()
-    estimated, exact = compare(Profiles(signatures, sets), _rows(ids, doc_a), _rows(ids, doc_b))
-    keep = (estimated if exact is None else exact) >= threshold
+        taken = documents.column("text").cast(pa.large_string()).take(pa.array(order))
+        texts = _normalize(pc.fill_null(taken, ""))
+    doc_a, doc_b, estimated, exact = verified(
+        pairs.column("doc_a").to_numpy(),
+        pairs.column("doc_b").to_numpy(),
+        ids[order],
+        _matrix(documents.column("signature"), np.uint32)[order],
+        texts,
+        spec,
+        threshold,
+    )
     return pa.RecordBatch.from_pydict(
         {
-            "doc_a": doc_a[keep],
-            "doc_b": doc_b[keep],
-            "estimated": estimated[keep],
-            "exact": pa.nulls(int(keep.sum()), pa.float64()) if exact is None else exact[keep],
+            "doc_a": doc_a,
+            "doc_b": doc_b,
+            "estimated": estimated,
+            "exact": pa.nulls(doc_a.shape[0], pa.float64()) if exact is None else exact,
         },
         schema=VERIFIED,
     )
-
-
-def _rows(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
-    """Positions of ``wanted`` in the sorted ``ids``; raises InputError if one is missing."""
-    rows = np.searchsorted(ids, wanted)
-    found = np.zeros(wanted.shape[0], bool)
-    inside = rows < ids.shape[0]
-    found[inside] = ids[rows[inside]] == wanted[inside]
-    missing = ~found
-    if missing.any():
-        raise InputError(
-            f"a pair names document {int(wanted[missing][0])}, not among the documents"
-        )
-    return rows
 
 
 def documents_batch(
@@ -307,23 +291,12 @@ def _problems(
 
 
 def _normalize(texts: pa.Array) -> NormalizedBatch:
-    """shingle.normalize_batch of the texts (large_string, no nulls), without making Python
-    strings of the ASCII ones: their NFKC form is themselves and their ``str.lower()`` is
-    Arrow's ascii_lower (see shingle.fold); the others are folded by shingle.fold."""
-    if texts.offset or _offsets(texts)[0]:
-        # A view into a larger array (a slice, a cast of one): Arrow's kernels may keep its
-        # offsets and write only the view's bytes, so start from a compact copy.
-        texts = pa.concat_arrays([texts])
-    ascii_text = pc.string_is_ascii(texts)
-    folded = pc.ascii_lower(texts)
-    others = pc.invert(ascii_text)
-    if pc.any(others).as_py():
-        replacements = [fold(t) for t in texts.filter(others).to_pylist()]
-        folded = pc.replace_with_mask(folded, others, pa.array(replacements, pa.large_string()))
-    data = folded.buffers()[2]
-    return normalize_folded(
+    """shingle.normalize_batch of the texts (large_string, no nulls), from their buffers (see
+    shingle.normalize_utf8)."""
+    data = texts.buffers()[2]
+    return normalize_utf8(
         np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8),
-        _offsets(folded),
+        _offsets(texts),
     )
 
 

@@ -722,13 +722,43 @@ class Store:
             raise DatabaseError(_OTHER_LENGTH)
         return rows["document_id"].astype(np.int64), rows["minhashes"]
 
-    def texts_of(self, connection: Connection, ids: np.ndarray) -> dict[int, str | None]:
-        """id -> stored text (None when not kept) of document ids."""
+    def utf8_texts(self, connection: Connection, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The stored texts of the sorted document ids, in their order, as UTF-8: (data, uint8;
+        offsets, int64, n + 1), a text not kept empty. On PostgreSQL the server concatenates
+        them into one row (ids, lengths and texts, each one bytea): no Python object is made
+        per text. Raises DatabaseError if a document is not stored."""
         among, params = self._among(ids.tolist(), "BIGINT")
-        rows = connection.execute(
-            sa.text(f"SELECT id, text FROM documents WHERE id {among}"), params
-        )
-        return {int(i): text for i, text in rows}
+        if self.dialect == "postgresql":
+            text = "convert_to(coalesce(text, ''), 'UTF8')"
+            statement = (
+                "SELECT string_agg(int8send(id), ''), string_agg(int4send(octet_length(t)), ''), "
+                f"string_agg(t, '') FROM (SELECT id, {text} AS t FROM documents WHERE id {among} "
+                "ORDER BY id) AS s"
+            )
+            found, lengths, data = connection.execute(sa.text(statement), params).one()
+            found = np.frombuffer(found or b"", ">i8").astype(np.int64)
+            lengths = np.frombuffer(lengths or b"", ">i4").astype(np.int64)
+            data = np.frombuffer(data or b"", np.uint8)
+        else:
+            statement = (
+                f"SELECT id, CAST(coalesce(text, '') AS BLOB) FROM documents WHERE id {among}"
+            )
+            rows = connection.execute(sa.text(statement), params).all()
+            found = np.fromiter((i for i, _ in rows), np.int64, len(rows))
+            lengths = np.fromiter((len(t) for _, t in rows), np.int64, len(rows))
+            data = np.frombuffer(b"".join(t for _, t in rows), np.uint8)
+        if found.shape == ids.shape and (found == ids).all():
+            offsets = np.zeros(ids.size + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            return data, offsets
+        # An aggregate takes a sorted subquery's rows in order as a rule, not by promise.
+        order = np.argsort(found, kind="stable")
+        if found.shape != ids.shape or (found[order] != ids).any():
+            missing = ids.size - int(np.isin(ids, found).sum())
+            raise DatabaseError(
+                f"{missing} of {ids.size} documents are not stored: run `simindex check`"
+            )
+        return _take_texts(data, lengths, order)
 
     def external_ids_of(self, connection: Connection, ids: np.ndarray) -> list[str]:
         """The external ids of document ids, in the order of ``ids``."""
@@ -2084,3 +2114,18 @@ def _int_rows(rows: Sequence[Sequence[int]], columns: int) -> np.ndarray:
 def _chunks(items: list, size: int) -> Iterator[list]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def _take_texts(
+    data: np.ndarray, lengths: np.ndarray, order: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Concatenated texts (``data``, text i of ``lengths[i]`` bytes) in the given order:
+    (data, offsets (int64, n + 1)), gathered in one indexing (an int64 index per byte)."""
+    starts = np.zeros(lengths.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lengths, out=starts[1:])
+    taken = lengths[order]
+    offsets = np.zeros(order.shape[0] + 1, dtype=np.int64)
+    np.cumsum(taken, out=offsets[1:])
+    # Byte j of taken text i sits at starts[order[i]] + (j - offsets[i]).
+    shift = np.repeat(starts[order] - offsets[:-1], taken)
+    return data[shift + np.arange(offsets[-1], dtype=np.int64)], offsets

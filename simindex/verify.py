@@ -12,8 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit, prange
 
+from simindex.errors import InputError
 from simindex.minhash import estimate_jaccard
-from simindex.shingle import ShingleSets
+from simindex.shingle import NormalizedBatch, ShingleSets, shingle_sets
+from simindex.spec import SignatureSpec
 
 # How far below the threshold, in standard deviations of the estimate, a pair's estimate must
 # fall for its exact similarity to be taken as below the threshold unread. The estimate's
@@ -57,6 +59,41 @@ class Profiles:
                 ),
             )
         return Profiles(np.concatenate([p.signatures for p in parts]), sets)
+
+
+def verified(
+    doc_a: np.ndarray,
+    doc_b: np.ndarray,
+    ids: np.ndarray,
+    signatures: np.ndarray,
+    texts: NormalizedBatch | None,
+    spec: SignatureSpec,
+    threshold: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The pairs (doc_a[i], doc_b[i]) with similarity >= threshold, in input order, as
+    (doc_a, doc_b, estimated, exact or None): compared by their documents' signatures and,
+    when ``texts`` are given, exactly (``ids`` sorted; ``signatures`` (uint32, (n, num_perm))
+    and the normalized ``texts`` row-aligned with them; raises InputError if a pair names a
+    document not among ``ids``)."""
+    sets = None if texts is None else shingle_sets(texts, spec)
+    profiles = Profiles(signatures, sets)
+    estimated, exact = compare(profiles, _rows(ids, doc_a), _rows(ids, doc_b))
+    keep = (estimated if exact is None else exact) >= threshold
+    return doc_a[keep], doc_b[keep], estimated[keep], None if exact is None else exact[keep]
+
+
+def _rows(ids: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """Positions of ``wanted`` in the sorted ``ids``; raises InputError if one is missing."""
+    rows = np.searchsorted(ids, wanted)
+    found = np.zeros(wanted.shape[0], bool)
+    inside = rows < ids.shape[0]
+    found[inside] = ids[rows[inside]] == wanted[inside]
+    missing = ~found
+    if missing.any():
+        raise InputError(
+            f"a pair names document {int(wanted[missing][0])}, not among the documents"
+        )
+    return rows
 
 
 def compare(

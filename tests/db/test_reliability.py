@@ -100,6 +100,27 @@ def test_signatures_come_in_the_order_asked_and_a_missing_one_is_named(db_url, n
     assert np.array_equal(got, simindex.signatures(simindex.shingle_sets(texts, spec), spec))
 
 
+def test_texts_are_read_as_utf8_in_id_order_and_a_missing_document_is_named(db_url, news):
+    """Verification's texts: each stored text's UTF-8 bytes, in the order of the sorted ids,
+    whatever its characters; an id with no document is a DatabaseError, not a wrong text."""
+    stored = [
+        ("a", "Plain ASCII TEXT"),
+        ("b", "\tTabs  AND spaces "),
+        ("c", "Ünïcödé \u6771\u4eac \U0001f600"),
+        *news[:3],
+    ]
+    with Index.create(db_url) as index:
+        index.add(stored)
+        store = index._store
+        ids = np.array([1, 2, 3, 5], dtype=np.int64)
+        with store.engine.connect() as connection:
+            data, offsets = store.utf8_texts(connection, ids)
+            with pytest.raises(DatabaseError, match="1 of 2 documents are not stored"):
+                store.utf8_texts(connection, np.array([2, 99], dtype=np.int64))
+    got = [data[offsets[i] : offsets[i + 1]].tobytes().decode("utf-8") for i in range(4)]
+    assert got == [stored[i - 1][1] for i in ids.tolist()]
+
+
 def test_kill_9_during_ingest_leaves_a_consistent_index_and_a_rerun_completes(db_url, tmp_path):
     corpus = tmp_path / "corpus.jsonl"
     _corpus(corpus, 0, 15_000)

@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 
 from simindex.banding import band_keys
 from simindex.minhash import SIGNATURE_DTYPE, pack, sign, signatures, unpack
-from simindex.shingle import content_hash, normalize, normalize_batch, shingle_sets
+from simindex.shingle import (
+    content_hash,
+    normalize,
+    normalize_batch,
+    normalize_utf8,
+    shingle_sets,
+)
 from simindex.spec import NORMALIZATION, SCHEME_V1, SCHEME_V2, SCHEMES, SignatureSpec
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -285,6 +291,29 @@ def test_normalize_batch_equals_normalize(batch):
     from_batch, from_texts = shingle_sets(normalized, spec), shingle_sets(expected, spec)
     assert np.array_equal(from_batch.offsets, from_texts.offsets)
     assert np.array_equal(from_batch.hashes, from_texts.hashes)
+
+
+@PROPERTY_SETTINGS
+@given(
+    batch=st.lists(
+        texts | st.text(alphabet=WHITESPACE_CHARS + "aZ\u00c9\u03a3\u6771\U0001f600", max_size=30),
+        max_size=8,
+    ),
+    prefix=st.binary(max_size=5),
+)
+@example(batch=[], prefix=b"")
+@example(batch=["ABC DEF", "\u00c9T\u00c9", "", "\ufb01ne  X", "plain"], prefix=b"\xff")
+def test_normalize_utf8_equals_normalize_batch(batch, prefix):
+    """Texts given as UTF-8 buffers (after unrelated bytes: offsets need not start at 0)
+    normalize as normalize_batch normalizes the strings, ASCII and other texts alike."""
+    encoded = [t.encode("utf-8") for t in batch]
+    offsets = np.cumsum([len(prefix)] + [len(t) for t in encoded]).astype(np.int64)
+    data = np.frombuffer(prefix + b"".join(encoded) + b"\x00tail", np.uint8)
+    got, expected = normalize_utf8(data, offsets), normalize_batch(batch)
+    assert np.array_equal(got.utf8_offsets, expected.utf8_offsets)
+    assert np.array_equal(got.utf8, expected.utf8)
+    assert np.array_equal(got.offsets, expected.offsets)
+    assert np.array_equal(got.code_points, expected.code_points)
 
 
 @PROPERTY_SETTINGS

@@ -58,3 +58,15 @@ def test_keep_first_seen_moves_the_distinct_values_to_the_front():
 def test_sign_counts_repeated_shingles_once():
     counts = sign(["aaaaaaaa", "abcabcabc", "", "ab"], SignatureSpec(k=3))[1]
     assert counts.tolist() == [1, 3, 0, 1]
+
+
+def test_texts_in_the_database_order_are_taken_in_id_order():
+    """Store.utf8_texts' fallback, for rows an aggregate took out of order."""
+    from simindex.store import _take_texts
+
+    texts = [b"", b"alpha", b"b", b"\xc3\xa9t\xc3\xa9", b"", b"omega!"]
+    order = np.array([3, 0, 5, 1, 4, 2])
+    data = np.frombuffer(b"".join(texts), np.uint8)
+    taken, offsets = _take_texts(data, np.array([len(t) for t in texts]), order)
+    got = [taken[offsets[i] : offsets[i + 1]].tobytes() for i in range(len(order))]
+    assert got == [texts[i] for i in order]
