@@ -798,6 +798,7 @@ def dedup(
     paths = expand_inputs([input_file])
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     from simindex.index import Index
+    from simindex.kernels import release_code
     from simindex.spec import SignatureSpec
 
     logged = [error_log] if on_error is Policy.skip else []
@@ -837,6 +838,10 @@ def dedup(
                     on_duplicate=on_duplicate.value,
                     progress=advance,
                 )
+            # Signing loaded pyarrow (stages.sign); finding pairs runs without it, and its
+            # libraries' pages would stay in this process through it (55-60 MiB where the
+            # kernel maps files in large pages; see Index._compare_chunk).
+            release_code("/pyarrow/")
             pairs = index.find_pairs(threshold)
             report = index.cluster(threshold, rule=keep.value)
             records = _records_of(paths, fmt.value, id_field, text_field, encoding)

@@ -236,32 +236,36 @@ def _listen_to_compiles() -> list[Any]:
 
         def on_end(self, _event: Any) -> None:
             if not global_compiler_lock.is_locked():
-                release_llvm_code()
+                release_code("libllvmlite")
 
     listener = Release()
     event.register("numba:compiler_lock", listener)
     return [listener]
 
 
-_LLVM_CODE: list[tuple[int, int]] = []  # (start, end) of the mappings to release
+_RELEASABLE: dict[str, list[tuple[int, int]]] = {}  # (start, end) of each library's mappings
 _MADV_DONTNEED = 4
 
 
-def release_llvm_code() -> int:
-    """Unmap llvmlite's code from this process (see :func:`llvm_code_released`); returns how
-    many bytes of mappings were released (0 where llvmlite is not loaded)."""
-    global _LLVM_CODE
-    if not _LLVM_CODE:  # found once llvmlite is loaded
-        _LLVM_CODE = _clean_read_only_mappings("libllvmlite")
-    if not _LLVM_CODE:
+def release_code(library: str) -> int:
+    """Unmap from this process the code of the shared libraries whose path contains
+    ``library``: their read-only mappings that hold no private page, found once the library
+    is loaded (see :func:`llvm_code_released`). Returns how many bytes of mappings were
+    released (0 where no such library is loaded, or off Linux)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    if not _RELEASABLE.get(library):
+        _RELEASABLE[library] = _clean_read_only_mappings(library)
+    mappings = _RELEASABLE[library]
+    if not mappings:
         return 0
     import ctypes
 
     madvise = ctypes.CDLL(None).madvise
     madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    for start, end in _LLVM_CODE:
+    for start, end in mappings:
         madvise(start, end - start, _MADV_DONTNEED)
-    return sum(end - start for start, end in _LLVM_CODE)
+    return sum(end - start for start, end in mappings)
 
 
 def _clean_read_only_mappings(library: str) -> list[tuple[int, int]]:
