@@ -45,9 +45,6 @@ from simindex.spec import SIGNATURE_DTYPE
 DEFAULT_PATH = "simindex.db"
 # Bound parameters per statement: below SQLite's 32,766 and PostgreSQL's 65,535.
 MAX_PARAMS = 30_000
-# Signatures PostgreSQL concatenates into one value for a look-up (32 MiB at 128 hashes; a
-# value may not pass 1 GB).
-SIGNATURE_ROWS = 65_536
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
 # Query parameters that carry a secret in a PostgreSQL URL (libpq's names).
@@ -643,14 +640,10 @@ class Store:
         """The stored signatures of document ids, in their order (uint32, (n, num_perm)); a
         DatabaseError names a document that has none, or a signature of another length."""
         if self.dialect == "postgresql":
-            parts = [
-                self._concatenated_signatures(
-                    connection, f"document_id = ANY('{{{','.join(map(str, part))}}}')", num_perm
-                )
-                for part in _chunks(ids.tolist(), SIGNATURE_ROWS)
-            ]
-            found = np.concatenate([f for f, _ in parts] or [np.empty(0, np.int64)])
-            matrix = np.concatenate([m for _, m in parts] or [np.empty((0, num_perm), np.uint32)])
+            listed = ",".join(map(str, ids.tolist()))  # integers only: COPY takes no parameters
+            found, matrix = self._copied_signatures(
+                connection, f"document_id = ANY('{{{listed}}}'::bigint[])", num_perm
+            )
         else:
             among, params = self._among(ids.tolist(), "BIGINT")
             found, matrix = self._selected_signatures(
@@ -678,7 +671,7 @@ class Store:
         while True:
             if self.dialect == "postgresql":
                 where = f"document_id > {int(last)} ORDER BY document_id LIMIT {int(rows)}"
-                ids, matrix = self._concatenated_signatures(connection, where, num_perm)
+                ids, matrix = self._copied_signatures(connection, where, num_perm)
             else:
                 where = "document_id > :last ORDER BY document_id LIMIT :rows"
                 params = {"last": last, "rows": rows}
@@ -703,30 +696,31 @@ class Store:
         except ValueError:
             raise DatabaseError(_OTHER_LENGTH) from None
 
-    def _concatenated_signatures(
+    def _copied_signatures(
         self, connection: Connection, where: str, num_perm: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """PostgreSQL's (document ids, signatures as (n, num_perm) little-endian uint32) of
-        the rows ``where`` (our SQL, no parameters) selects, sorted by id. The server
-        concatenates them into one row (the ids and the signatures, each one bytea): a COPY
-        sends a message per row, and taking 4M of them cost the client about five times the
-        CPU (benchmarks/RESULTS.md, 2026-11-26 12:40-13:40 UTC)."""
+        the rows ``where`` (our SQL, no parameters: COPY takes none) selects, in its order, by
+        COPY ... TO STDOUT (FORMAT BINARY): numpy reads the rows as a matrix, no Python runs
+        per row."""
         statement = (
-            "SELECT string_agg(int8send(document_id), ''), string_agg(minhashes, ''), "
-            "min(octet_length(minhashes)), max(octet_length(minhashes)) "
-            f"FROM (SELECT document_id, minhashes FROM signatures WHERE {where}) AS s"
+            f"COPY (SELECT document_id, minhashes FROM signatures WHERE {where}) "
+            "TO STDOUT (FORMAT BINARY)"
         )
-        ids, blob, shortest, longest = connection.exec_driver_sql(statement).one()
-        if ids is None:
-            return np.empty(0, np.int64), np.empty((0, num_perm), _LITTLE_UINT32)
-        if shortest != longest or longest != 4 * num_perm:
+        cursor = connection.connection.dbapi_connection.cursor()
+        try:
+            with cursor.copy(statement) as copy:
+                data = b"".join(copy)
+        finally:
+            cursor.close()
+        body = memoryview(data)[len(_PG_BINARY_HEADER) : -len(_PG_BINARY_TRAILER)]
+        row = _signature_tuple(num_perm)
+        if len(body) % row.itemsize:
             raise DatabaseError(_OTHER_LENGTH)
-        ids = np.frombuffer(ids, ">i8").astype(np.int64)
-        matrix = np.frombuffer(blob, _LITTLE_UINT32).reshape(-1, num_perm)
-        if (ids[1:] < ids[:-1]).any():  # a sorted subquery's order holds as a rule, not a promise
-            order = np.argsort(ids)
-            ids, matrix = ids[order], matrix[order]
-        return ids, matrix
+        rows = np.frombuffer(body, dtype=row)
+        if (rows["fields"] != 2).any() or (rows["sig_len"] != 4 * num_perm).any():
+            raise DatabaseError(_OTHER_LENGTH)
+        return rows["document_id"].astype(np.int64), rows["minhashes"]
 
     def utf8_texts(self, connection: Connection, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The stored texts of the sorted document ids, in their order, as UTF-8: (data, uint8;
@@ -1751,7 +1745,6 @@ class BandKeyWriter:
 
 _PG_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, extension length
 _PG_BINARY_TRAILER = b"\xff\xff"
-_LITTLE_UINT32 = np.dtype("<u4")  # how a signature's bytes are stored (see minhash.pack)
 _OTHER_LENGTH = "stored signatures differ in length from the index's: run `simindex check`"
 # An integer array's text ({1,2}) to the numbers alone, split by spaces.
 _ARRAY_TEXT_SEPARATORS = bytes.maketrans(b"{},\n", b"    ")

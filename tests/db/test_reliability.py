@@ -72,12 +72,10 @@ def test_check_finds_damage(db_url, news):
         ]
 
 
-def test_signatures_come_in_the_order_asked_and_a_missing_one_is_named(db_url, news, monkeypatch):
+def test_signatures_come_in_the_order_asked_and_a_missing_one_is_named(db_url, news):
     """Store.signatures_of, which verification, delete and the candidate estimate read: the
     signatures in the order of the ids asked (not the database's), equal to signing the
-    texts again, however many statements read them; a document without one is a
-    DatabaseError that says what to run."""
-    monkeypatch.setattr("simindex.store.SIGNATURE_ROWS", 3)  # PostgreSQL: 4 ids in 2 reads
+    texts again; a document without one is a DatabaseError that says what to run."""
     with Index.create(db_url) as index:
         index.add(news[:10])
         store, spec = index._store, index.spec
