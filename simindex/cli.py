@@ -839,8 +839,8 @@ def dedup(
                     progress=advance,
                 )
             # Signing loaded pyarrow (stages.sign); finding pairs runs without it, and its
-            # libraries' pages would stay in this process through it (55-60 MiB where the
-            # kernel maps files in large pages; see Index._compare_chunk).
+            # libraries' pages would stay in this process through it (45 MiB at the end of
+            # a small dedup: tests/cli/test_cli_startup.py).
             release_code("/pyarrow/")
             pairs = index.find_pairs(threshold)
             report = index.cluster(threshold, rule=keep.value)

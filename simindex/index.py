@@ -1110,8 +1110,8 @@ class Index:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
         """The pairs (a[i], b[i]) with similarity >= threshold: (doc_a, doc_b, estimated,
         exact), by verify.verified: what stages.verify computes, without Arrow, whose
-        libraries stay resident once loaded (55-60 MiB where the kernel maps files in large
-        pages); no database work."""
+        libraries stay resident once loaded (tests/cli/test_cli_startup.py,
+        test_dedup_unmaps_pyarrow_before_it_finds_pairs); no database work."""
         from simindex.shingle import normalize_utf8
         from simindex.verify import verified
 
