@@ -839,8 +839,8 @@ def dedup(
                     progress=advance,
                 )
             # Signing loaded pyarrow (stages.sign); finding pairs runs without it, and its
-            # libraries' pages would stay in this process through it (45 MiB at the end of
-            # a small dedup: tests/cli/test_cli_startup.py).
+            # libraries' pages would stay in this process through it
+            # (tests/cli/test_cli_startup.py reads what stays).
             release_code("/pyarrow/")
             pairs = index.find_pairs(threshold)
             report = index.cluster(threshold, rule=keep.value)

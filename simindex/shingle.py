@@ -61,7 +61,7 @@ def normalize(text: str) -> str:
 def fold(text: str) -> str:
     """The steps of :func:`normalize` before whitespace: Unicode NFKC, then ``str.lower()``.
     Both leave ASCII text but for its upper-case letters as it is (what lets
-    :mod:`simindex.stages` fold ASCII texts without making Python strings of them)."""
+    :func:`normalize_utf8` fold ASCII texts without making Python strings of them)."""
     return unicodedata.normalize("NFKC", text).lower()
 
 
@@ -93,11 +93,12 @@ class NormalizedBatch:
 
 def normalize_batch(texts: Sequence[str]) -> NormalizedBatch:
     """:func:`normalize` of every text, as one :class:`NormalizedBatch` (equal results: the
-    NFKC and lowercase steps are the same calls; the whitespace step is a kernel)."""
-    raw = [fold(t).encode("utf-8") for t in texts]
+    NFKC and lowercase steps are the same calls; the whitespace step is a kernel), by way of
+    their UTF-8 (see :func:`normalize_utf8`)."""
+    raw = [t.encode("utf-8") for t in texts]
     raw_offsets = np.zeros(len(raw) + 1, dtype=np.int64)
     np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=raw_offsets[1:])
-    return normalize_folded(np.frombuffer(b"".join(raw), dtype=np.uint8), raw_offsets)
+    return normalize_utf8(np.frombuffer(b"".join(raw), dtype=np.uint8), raw_offsets)
 
 
 def normalize_utf8(data: np.ndarray, offsets: np.ndarray) -> NormalizedBatch:
@@ -114,8 +115,7 @@ def normalize_utf8(data: np.ndarray, offsets: np.ndarray) -> NormalizedBatch:
         starts = offsets[:-1][lengths > 0]
         others[lengths > 0] = np.maximum.reduceat(body, starts) >= 0x80
     others = np.flatnonzero(others)
-    # A-Z to a-z: 32 added where byte - "A" (wrapping below it) is under 26, in a few
-    # vector passes (a 256-entry table lookup took five times as long).
+    # A-Z to a-z: 32 added where byte - "A" (wrapping below it) is under 26.
     upper = (body - np.uint8(ord("A"))) < 26
     lowered = body + (upper.view(np.uint8) << 5)
     if not others.size:

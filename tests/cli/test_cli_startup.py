@@ -363,7 +363,7 @@ def test_a_command_that_runs_kernels_leaves_llvm_unmapped(tmp_path, news, stampe
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc are Linux's")
 def test_dedup_unmaps_pyarrow_before_it_finds_pairs(tmp_path, news, stamped):
     """Signing loads pyarrow; dedup then releases its libraries' pages, which finding pairs
-    does not use (45 MiB of them stayed resident to the end of this run before)."""
+    does not use (without the release, this run ends with tens of MiB of them resident)."""
     corpus = tmp_path / "news.jsonl"
     corpus.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t, _ in news))
     probe = LIBRARY_RSS + PROBE.format(heavy=("pyarrow",)) + "print(library_rss('/pyarrow/'))\n"
