@@ -1786,8 +1786,12 @@ def _malloc_settings() -> None:
     128 KiB saved a little more memory but tripled the page faults' system time). Both made
     `dedup` (ingest and pairs in one process) grow past `ingest` and `pairs` alone (peak RSS
     per command: benchmarks/bench_scale.py; the threshold: benchmarks/RESULTS.md, 2026-11-24
-    08:00-10:05). A user's MALLOC_ARENA_MAX or MALLOC_MMAP_THRESHOLD_ wins; other C
-    libraries are left alone."""
+    08:00-10:05). A threshold set so also fixes the trim threshold at its 128 KiB default:
+    each batch's arrays freed at the top of a heap went back to the system, and the next
+    batch's faulted their pages in again; up to 16 MiB free at the top now stays for it
+    (benchmarks/RESULTS.md, 2026-11-26 15:30 UTC). A user's MALLOC_ARENA_MAX,
+    MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ wins; other C libraries are left
+    alone."""
     if not sys.platform.startswith("linux"):
         return
     import ctypes
@@ -1800,6 +1804,8 @@ def _malloc_settings() -> None:
         mallopt(_M_ARENA_MAX, 2)
     if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
         mallopt(_M_MMAP_THRESHOLD, 4 * 2**20)
+    if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+        mallopt(_M_TRIM_THRESHOLD, 16 * 2**20)
 
 
 def _collector_settings() -> None:
@@ -1818,3 +1824,4 @@ def _collector_settings() -> None:
 
 _M_ARENA_MAX = -8  # glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
+_M_TRIM_THRESHOLD = -1

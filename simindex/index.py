@@ -14,10 +14,11 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from simindex.cluster import Rule
     from simindex.evaluate import CandidateEstimate, Evaluation
     from simindex.shingle import ShingleSets
+    from simindex.signature_file import SignatureFile
     from simindex.verify import Profiles
 
 # Signatures per chunk of reband()'s one pass over them, times its bands: band key rows per
@@ -82,11 +84,11 @@ BATCH_TEXT_CHARS = 2**21
 # Candidate pairs whose documents' signatures are read at once to rule some out (~1 KB of
 # transient memory per pair).
 ESTIMATED_PAIRS = 8_192
-# Candidate documents, as a share of the ids from their first to their last, past which
-# verification on PostgreSQL reads every signature of that range in one pass instead of
-# looking them up (Index._candidate_signatures); and the signatures read at a time in it.
-# At 0.25 the 400k corpus (34%) took the pass and `pairs` was slower there (RESULTS.md,
-# 2026-11-26 10:41 UTC); at 4M (50%) the pass is faster.
+# Candidate documents of an incremental `pairs`, as a share of the ids from their first to
+# their last, past which verification on PostgreSQL reads every signature of that range in
+# one pass instead of looking them up (Index._candidate_signatures; a full rebuild always
+# makes the pass, while the buckets are grouped: Index._signature_pass); and the signatures
+# read at a time in a pass.
 SCAN_SHARE = 0.4
 SCAN_ROWS = 20_000
 
@@ -938,27 +940,31 @@ class Index:
         before the clusters are rebuilt."""
         from simindex.candidates import collect
 
-        candidates = collect(buckets, max_bucket_size)
-        found = _Verified(0, candidates.hot_buckets, candidates.largest_bucket, 0, [])
-
-        def to_verify() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-            for doc_a, doc_b in candidates.by_component():  # see its docstring
-                if since is not None:  # pairs of two older documents are stored already
-                    new = doc_b > since
-                    doc_a, doc_b = doc_a[new], doc_b[new]
-                found.candidates += int(doc_a.size)
-                yield doc_a, doc_b
-
         with (
             self._signature_reader(connection) as reader,
-            self._candidate_signatures(reader, candidates) as signatures,
+            self._signature_pass(connection, reader, full=since is None) as passed,
         ):
-            pairs = to_verify()
-            for chunk in self._verify(connection, reader, signatures, pairs, threshold, text_bytes):
-                self._store.insert_pairs(connection, banding_id, *chunk)
-                found.pairs += chunk[0].size
-                if since is not None:  # incremental clusters absorb these pairs
-                    found.kept.append(chunk)
+            candidates = collect(buckets, max_bucket_size)
+            found = _Verified(0, candidates.hot_buckets, candidates.largest_bucket, 0, [])
+
+            def to_verify() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                for doc_a, doc_b in candidates.by_component():  # see its docstring
+                    if since is not None:  # pairs of two older documents are stored already
+                        new = doc_b > since
+                        doc_a, doc_b = doc_a[new], doc_b[new]
+                    found.candidates += int(doc_a.size)
+                    yield doc_a, doc_b
+
+            with self._candidate_signatures(reader, candidates, passed) as signatures:
+                pairs = to_verify()
+                verified = self._verify(
+                    connection, reader, signatures, pairs, threshold, text_bytes
+                )
+                for chunk in verified:
+                    self._store.insert_pairs(connection, banding_id, *chunk)
+                    found.pairs += chunk[0].size
+                    if since is not None:  # incremental clusters absorb these pairs
+                        found.kept.append(chunk)
         return found
 
     @contextmanager
@@ -975,21 +981,69 @@ class Index:
             yield reader
 
     @contextmanager
+    def _signature_pass(
+        self, connection: Connection, reader: Connection, full: bool
+    ) -> Iterator[Future[SignatureFile] | None]:
+        """For a full rebuild on PostgreSQL: a thread that reads every stored signature, in
+        id order on ``reader``, into a SignatureFile, while ``connection`` groups the buckets
+        (a future of the file; None for an incremental run, on SQLite, or where ``reader`` is
+        ``connection``).
+
+        The candidates of a full rebuild name a large share of the index (half the ids at 4M
+        documents, a third at 400k), whose look-ups cost PostgreSQL a random heap page read
+        per document and block once the table outgrows its shared buffers; the pass, made
+        after the grouping, was the longest wait between it and verification. Made during
+        it, the pass reads what the grouping leaves idle: the second core, and the reader's
+        connection. The file holds a signature per id (512 bytes at 128 values: 2 GB at 4M
+        documents, in the temporary directory)."""
+        if not full or self._store.dialect != "postgresql" or reader is connection:
+            yield None
+            return
+        from simindex.signature_file import signature_file
+
+        first, last = self._store.document_id_range(reader)
+        stop = threading.Event()
+        with (
+            signature_file(first, last, self.spec.num_perm) as file,
+            ThreadPoolExecutor(max_workers=1) as worker,
+        ):
+            try:
+                yield worker.submit(self._fill_signature_file, reader, file, stop)
+            finally:
+                stop.set()  # the pass ends at its next chunk if it is still running
+
+    def _fill_signature_file(
+        self, reader: Connection, file: SignatureFile, stop: threading.Event | None = None
+    ) -> SignatureFile:
+        """Write the stored signatures of the file's ids into it, reading them on ``reader``
+        in id order, SCAN_ROWS at a time (until ``stop`` is set, if given)."""
+        after = file.first - 1
+        for ids, sigs in self._store.signature_chunks(reader, self.spec.num_perm, SCAN_ROWS, after):
+            if stop is not None and stop.is_set():
+                break
+            file.write(ids, sigs)
+            if ids[-1] >= file.last:
+                break
+        return file
+
+    @contextmanager
     def _candidate_signatures(
-        self, reader: Connection, candidates: Candidates
+        self,
+        reader: Connection,
+        candidates: Candidates,
+        passed: Future[SignatureFile] | None = None,
     ) -> Iterator[Callable[[np.ndarray], np.ndarray]]:
         """How verification reads the signatures of candidate documents (a function of
-        sorted ids, called from its reading thread): looked up a block at a time, or, on
-        PostgreSQL when the candidates name more than SCAN_SHARE of the ids between their
-        first and last, from a SignatureFile that one pass over the signatures of those ids,
-        in id order, fills first.
-
-        A look-up costs PostgreSQL a random heap page read per document and block once the
-        table outgrows its shared buffers. At 4M documents, where the candidates are half the
-        ids: 12.9 us a look-up, against a pass of 11.3 s that keeps 2M of the 4M signatures
-        and 2.2 us an id from the file; `pairs --full` took 88-92 s instead of 99-125 s
-        (benchmarks/RESULTS.md, 2026-11-26 07:40-08:30 UTC). SQLite's look-ups are reads of
-        its B-tree inside the process, not a server's heap pages: it keeps them."""
+        sorted ids, called from its reading thread): from the file of a signature pass made
+        while the buckets were grouped (``passed``, see _signature_pass), if one was; else
+        looked up a block at a time, or, on PostgreSQL when the candidates name more than
+        SCAN_SHARE of the ids between their first and last, from a SignatureFile that one
+        pass over the signatures of those ids, in id order, fills first. SQLite's look-ups
+        are reads of its B-tree inside the process, not a server's heap pages: it keeps
+        them."""
+        if passed is not None:
+            yield passed.result().read
+            return
         from simindex.signature_file import signature_file
 
         documents = candidates.documents()
@@ -997,16 +1051,8 @@ class Index:
         if self._store.dialect != "postgresql" or documents.size <= SCAN_SHARE * span:
             yield lambda ids: self._signatures(reader, ids)
             return
-        num_perm = self.spec.num_perm
-        with signature_file(documents, num_perm) as file:
-            first = int(documents[0])
-            chunks = self._store.signature_chunks(reader, num_perm, SCAN_ROWS, after=first - 1)
-            for ids, sigs in chunks:
-                file.write(ids, sigs)
-                if ids[-1] >= documents[-1]:
-                    break
-            file.complete()
-            yield file.read
+        with signature_file(int(documents[0]), int(documents[-1]), self.spec.num_perm) as file:
+            yield self._fill_signature_file(reader, file).read
 
     def _verify(
         self,

@@ -1,9 +1,9 @@
-"""The signatures of a large set of documents in a temporary file, read back by id.
+"""The signatures of a range of document ids in a temporary file, read back by id.
 
 When the candidate pairs of `pairs --full` name a large share of the index, looking their
 documents' signatures up a block at a time costs a random page read in the database per
 document and block; reading the signatures table once, in id order, into this file and
-taking them from the file costs one sequential pass (see Index._candidate_signatures).
+taking them from the file costs one sequential pass (see Index._signature_pass).
 """
 
 from __future__ import annotations
@@ -20,48 +20,45 @@ from simindex.spec import SIGNATURE_DTYPE
 
 
 class SignatureFile:
-    """Row i of the file holds the signature of ``documents[i]`` (sorted distinct ids):
-    :meth:`write` the signatures of every one of them, then :meth:`read` any of them."""
+    """Row i of the file holds the signature of document id ``first + i``, for the ids
+    ``first``..``last``: :meth:`write` the signatures of any of them, in any order, then
+    :meth:`read` those written. Ids never written (deleted documents) take no disk: the
+    file is sparse. Which ids were written is kept in memory, a byte an id of the range."""
 
-    def __init__(self, documents: np.ndarray, num_perm: int):
-        self._documents, self._num_perm = documents, num_perm
+    def __init__(self, first: int, last: int, num_perm: int):
+        self.first, self.last = first, last
+        self._num_perm = num_perm
         self._row = SIGNATURE_DTYPE.itemsize * num_perm
+        self._written = np.zeros(max(0, last - first + 1), dtype=np.bool_)
         self._file = tempfile.TemporaryFile()
-        self._file.truncate(max(1, documents.shape[0] * self._row))
-        self._written = 0
+        self._file.truncate(max(1, self._written.size * self._row))
 
     def write(self, ids: np.ndarray, signatures: np.ndarray) -> None:
-        """Keep the signatures (uint32 (n, num_perm)) of the ids that are documents of the
-        file; others are passed over. Each document is written once."""
-        at = np.searchsorted(self._documents, ids).clip(max=self._documents.shape[0] - 1)
-        kept = self._documents[at] == ids
-        at, rows = at[kept], np.ascontiguousarray(signatures[kept], SIGNATURE_DTYPE)
+        """Keep the signatures (uint32 (n, num_perm)) of the ids in the file's range; others
+        are passed over."""
+        inside = (ids >= self.first) & (ids <= self.last)
+        at = ids[inside] - self.first
+        rows = np.ascontiguousarray(signatures[inside], SIGNATURE_DTYPE)
         # Runs of consecutive rows go in one write (a chunk of an id-ordered scan is one run).
         breaks = np.flatnonzero(np.diff(at) != 1) + 1
+        fd = self._file.fileno()
         for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, at.shape[0]], strict=True):
             if hi > lo:
-                self._file.seek(int(at[lo]) * self._row)
-                self._file.write(rows[lo:hi].data)
-        self._written += int(at.shape[0])
-
-    def complete(self) -> None:
-        """Check that every document was written."""
-        missing = self._documents.shape[0] - self._written
-        if missing:
-            raise DatabaseError(
-                f"{missing} of {self._documents.shape[0]} documents have no stored signature: "
-                "run `simindex check`"
-            )
-        self._file.flush()
+                os.pwrite(fd, rows[lo:hi].data, int(at[lo]) * self._row)
+        self._written[at] = True
 
     def read(self, ids: np.ndarray) -> np.ndarray:
-        """The signatures of ids (documents of the file) in their order, uint32
-        (n, num_perm): a read of the file per row, from the OS's page cache. A memory map of
-        the file would keep the pages a read touches, and those the kernel maps around them,
-        in the process's memory (tests/unit/test_signature_file.py fails with one)."""
-        at = np.searchsorted(self._documents, ids).clip(max=self._documents.shape[0] - 1)
-        if (self._documents[at] != ids).any():
-            raise ValueError("an id that is not a document of the signature file")
+        """The signatures of ids in their order, uint32 (n, num_perm): a read of the file per
+        row, from the OS's page cache. A memory map of the file would keep the pages a read
+        touches, and those the kernel maps around them, in the process's memory
+        (tests/unit/test_signature_file.py fails with one)."""
+        at = ids - self.first
+        inside = (at >= 0) & (at < self._written.size)
+        missing = ids.size - int(self._written[at[inside]].sum())
+        if missing:
+            raise DatabaseError(
+                f"{missing} of {ids.size} documents have no stored signature: run `simindex check`"
+            )
         fd = self._file.fileno()
         data = b"".join([os.pread(fd, self._row, offset) for offset in (at * self._row).tolist()])
         return np.frombuffer(data, SIGNATURE_DTYPE).reshape(-1, self._num_perm).astype(np.uint32)
@@ -71,9 +68,9 @@ class SignatureFile:
 
 
 @contextmanager
-def signature_file(documents: np.ndarray, num_perm: int) -> Iterator[SignatureFile]:
-    """A SignatureFile for ``documents``, gone on exit."""
-    file = SignatureFile(documents, num_perm)
+def signature_file(first: int, last: int, num_perm: int) -> Iterator[SignatureFile]:
+    """A SignatureFile for the ids ``first``..``last``, gone on exit."""
+    file = SignatureFile(first, last, num_perm)
     try:
         yield file
     finally:

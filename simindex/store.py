@@ -951,6 +951,13 @@ class Store:
     def max_document_id(self, connection: Connection) -> int:
         return int(connection.scalar(select(func.coalesce(func.max(documents.c.id), 0))))
 
+    def document_id_range(self, connection: Connection) -> tuple[int, int]:
+        """The smallest and largest document ids ((1, 0) in an empty index)."""
+        low, high = connection.execute(
+            select(func.coalesce(func.min(documents.c.id), 1), func.max(documents.c.id))
+        ).one()
+        return int(low), int(high if high is not None else low - 1)
+
     # -- candidates ------------------------------------------------------------------------
 
     def iter_buckets(

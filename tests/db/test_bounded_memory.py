@@ -78,16 +78,19 @@ def test_chunked_verification_stores_the_same_pairs(db_url, news, tmp_path):
     assert chunked.candidates == whole.candidates and chunked.pairs == whole.pairs == 30
 
 
-@pytest.mark.parametrize("scanned", [False, True], ids=["looked-up", "scanned"])
+@pytest.mark.parametrize(
+    "run", ["full", "incremental-looked-up", "incremental-scanned"], ids=lambda run: run
+)
 def test_verification_reads_signatures_ahead_on_a_second_connection(
-    db_url, news, tmp_path, monkeypatch, scanned
+    db_url, news, tmp_path, monkeypatch, run
 ):
     """Verification reads the next pairs' signatures in a worker thread, on a connection of
     its own, while the writer's reads texts and stores pairs: in blocks of two pairs, the
-    pairs stored are those of an index that read them in one block. When the candidates name
-    many documents (forced here), PostgreSQL's signatures come instead from one pass over
-    them in id order, 7 at a time, on that connection, into a file; SQLite's are still
-    looked up."""
+    pairs stored are those of an index that read them in one block. On PostgreSQL, a full
+    rebuild's signatures come instead from one pass over them in id order, 7 at a time, on
+    that connection in a thread of its own (made while the buckets are grouped), into a file;
+    so do an incremental run's when its candidates name many documents (forced here).
+    SQLite's are looked up."""
     other = f"sqlite:///{tmp_path / 'whole.db'}"
     with Index.create(other, threshold=0.5) as index:
         index.add(news)
@@ -104,9 +107,12 @@ def test_verification_reads_signatures_ahead_on_a_second_connection(
         readers.append((connection.connection.dbapi_connection, threading.get_ident()))
         return signatures_of(self, connection, ids, num_perm)
 
-    def scanning(self, connection, *args, **kwargs):
-        for ids, sigs in signature_chunks(self, connection, *args, **kwargs):
-            scans.append((connection.connection.dbapi_connection, ids.size))
+    def scanning(self, connection, num_perm, rows, *args, **kwargs):
+        for ids, sigs in signature_chunks(self, connection, num_perm, rows, *args, **kwargs):
+            if rows == 7:  # verification's pass (the new documents' band keys are read too)
+                scans.append(
+                    (connection.connection.dbapi_connection, threading.get_ident(), ids.size)
+                )
             yield ids, sigs
 
     def storing(self, connection, *args):
@@ -117,27 +123,33 @@ def test_verification_reads_signatures_ahead_on_a_second_connection(
     monkeypatch.setattr(simindex.store.Store, "signature_chunks", scanning)
     monkeypatch.setattr(simindex.store.Store, "insert_pairs", storing)
     monkeypatch.setattr("simindex.index.ESTIMATED_PAIRS", 2)
-    monkeypatch.setattr("simindex.index.SCAN_SHARE", 0.0 if scanned else 2.0)
+    monkeypatch.setattr("simindex.index.SCAN_SHARE", 0.0 if run.endswith("scanned") else 2.0)
     monkeypatch.setattr("simindex.index.SCAN_ROWS", 7)
     with Index.create(db_url, threshold=0.5) as index:
-        index.add(news)
+        if run != "full":  # the first half's pairs, then the run measured: the second's
+            index.add(news[: len(news) // 2])
+            index.find_pairs()
+            readers.clear(), writers.clear(), scans.clear()
+        index.add(news[len(news) // 2 :] if run != "full" else news)
         report = index.find_pairs()
+        assert report.incremental == (run != "full")
         assert _stored(index) == pytest.approx(expected, abs=1e-12)
-    assert report.pairs == len(expected) == 30 and writers
-    if scanned and db_url.startswith("postgresql"):
-        assert not readers and max(n for _, n in scans) == 7
-        assert len(news) >= sum(n for _, n in scans) > len(scans) * 6  # all but the last full
-        assert {c for c, _ in scans}.isdisjoint(writers)
+    assert len(expected) == 30 and report.pairs > 0 and writers
+    if run != "incremental-looked-up" and db_url.startswith("postgresql"):
+        assert not readers and max(n for _, _, n in scans) == 7
+        assert len(news) >= sum(n for _, _, n in scans) > len(scans) * 6  # all but the last full
+        assert {c for c, _, _ in scans}.isdisjoint(writers)
+        in_main = threading.get_ident() in {thread for _, thread, _ in scans}
+        assert in_main == (run == "incremental-scanned")  # a full rebuild's pass: a thread
     else:
         assert not scans and len(readers) >= report.candidates // 2
         assert {c for c, _ in readers}.isdisjoint(writers)
         assert threading.get_ident() not in {thread for _, thread in readers}
 
 
-def test_a_candidate_without_a_signature_stops_the_pass_over_signatures(db_url, news, monkeypatch):
-    """The pass that reads every candidate's signature (forced here) names a document it did
-    not find, as a look-up does, and stores no pair."""
-    monkeypatch.setattr("simindex.index.SCAN_SHARE", 0.0)
+def test_a_candidate_without_a_signature_stops_the_pass_over_signatures(db_url, news):
+    """A full rebuild's pass over the signatures (a look-up on SQLite) names a candidate
+    document whose signature it did not find, and stores no pair."""
     with Index.create(db_url, threshold=0.5) as index:
         index.add(news)
         with index._store.write() as connection:
