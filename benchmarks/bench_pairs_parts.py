@@ -13,7 +13,9 @@ the OS's page cache), then times the parts of the step by themselves:
   --block-ids random document ids: microseconds per id, and PostgreSQL's plan of one block
   (heap pages visited, buffers found in shared buffers or read from the OS);
 - what verification does instead when the candidates name many documents: one pass over the
-  signatures into a SignatureFile (here of every other id), and reads from it by id.
+  signatures of their id range into a SignatureFile (here candidates of every other id, so
+  every signature), and reads from it by id. A full rebuild makes the same pass, in a thread
+  while the buckets are grouped (Index._signature_pass).
 
 The database is dropped at the end unless --keep. Disk: ~4.1 KB per document (bench_scale).
 
@@ -111,10 +113,10 @@ def look_ups(url: str, blocks: int, block_ids: int, documents: int) -> tuple[lis
 
 
 def signature_pass(url: str, blocks: int, block_ids: int, documents: int) -> tuple[float, list]:
-    """Seconds of the pass that `pairs --full` makes instead of look-ups when the candidates
-    name many documents (Index._candidate_signatures, given candidate pairs of every other
-    id: the 4M corpus's candidates are half of them), and microseconds per id of reading
-    random blocks of those ids back from its file."""
+    """Seconds of the pass that `pairs` makes instead of look-ups when the candidates name
+    many documents (Index._candidate_signatures, given candidate pairs of every other id: the
+    4M corpus's candidates are half of them), and microseconds per id of reading random
+    blocks of those ids back from its file."""
     rng = np.random.default_rng(SEED)
     wanted = np.arange(1, documents + 1, 2, dtype=np.int64)
     candidates = Candidates(0, 0, (wanted[:-1], wanted[1:]))  # pairs naming every one
@@ -195,9 +197,9 @@ def main() -> None:
         f"{plan['Plan']['Shared Read Blocks']:,} read from the OS, "
         f"{plan['Execution Time']:.1f} ms in the server.",
         "",
-        f"The pass over the signatures of every other id ({args.size // 2:,} documents) into "
-        f"a SignatureFile, as `pairs --full` makes it when the candidates name many "
-        f"documents: {pass_seconds:.1f} s; then {args.blocks} blocks of {args.block_ids:,} "
+        f"The pass over the signatures of candidates of every other id ({args.size // 2:,} "
+        f"documents, their range every id) into a SignatureFile, by itself: "
+        f"{pass_seconds:.1f} s; then {args.blocks} blocks of {args.block_ids:,} "
         f"random ids of them read back from the file: median "
         f"{statistics.median(file_per_id):.1f} µs per id.",
         "",

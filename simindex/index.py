@@ -991,11 +991,13 @@ class Index:
 
         The candidates of a full rebuild name a large share of the index (half the ids at 4M
         documents, a third at 400k), whose look-ups cost PostgreSQL a random heap page read
-        per document and block once the table outgrows its shared buffers; the pass, made
-        after the grouping, was the longest wait between it and verification. Made during
-        it, the pass reads what the grouping leaves idle: the second core, and the reader's
-        connection. The file holds a signature per id (512 bytes at 128 values: 2 GB at 4M
-        documents, in the temporary directory)."""
+        per document and block once the table outgrows its shared buffers. A pass made after
+        the grouping held verification up for its whole length (11 s at 4M); made during it,
+        the pass takes what the grouping leaves idle, the second core and the reader's
+        connection (`pairs --full` at 4M 88-103 s before, 80-82 s after, with glibc's trim
+        threshold raised: benchmarks/RESULTS.md, 2026-11-26 15:30-16:10 UTC). The file holds
+        a signature per id (512 bytes at 128 values: 2 GB at 4M documents, in the temporary
+        directory)."""
         if not full or self._store.dialect != "postgresql" or reader is connection:
             yield None
             return
