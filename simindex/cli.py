@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import collections
 import dataclasses
+import errno
 import functools
 import gc
 import io
@@ -322,8 +323,26 @@ def user_errors(function: F, *, spark: bool = False) -> F:
         except SimindexError as exc:
             err.print(Text.assemble(("Error:", "bold red"), " ", shown(exc)))
             raise typer.Exit(1) from None
+        except OSError as exc:
+            if exc.errno != errno.ENOSPC:
+                raise
+            err.print(Text.assemble(("Error:", "bold red"), " ", shown(_no_space(exc))))
+            raise typer.Exit(1) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _no_space(exc: OSError) -> str:
+    """A full disk, as a user can act on it: the file named if the error names one, else the
+    temporary directory, where the command's scratch files live (nothing was committed: a
+    command's work is one transaction, and its outputs are written aside and renamed)."""
+    import tempfile
+
+    where = exc.filename or f"the temporary directory ({tempfile.gettempdir()}) or an output"
+    return (
+        f"no space left on the device of {where}; free some, or set TMPDIR to a directory "
+        "with room for the command's temporary files (docs/reliability.md says how much)"
+    )
 
 
 _default_showwarning = warnings.showwarning
@@ -1789,7 +1808,8 @@ def _malloc_settings() -> None:
     08:00-10:05). A threshold set so also fixes the trim threshold at its 128 KiB default:
     each batch's arrays freed at the top of a heap went back to the system, and the next
     batch's faulted their pages in again; up to 16 MiB free at the top now stays for it
-    (benchmarks/RESULTS.md, 2026-11-26 15:30 UTC). A user's MALLOC_ARENA_MAX,
+    (tests/cli/test_cli_startup.py counts the faults; times: benchmarks/RESULTS.md,
+    2026-11-26 15:00-16:20 UTC). A user's MALLOC_ARENA_MAX,
     MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ wins; other C libraries are left
     alone."""
     if not sys.platform.startswith("linux"):

@@ -214,6 +214,37 @@ def test_a_document_over_the_size_limit_is_refused_and_nothing_is_added(db_url):
         assert index.stats()["documents"] == 0
 
 
+def test_a_full_temporary_directory_is_one_clear_error_and_the_pairs_are_kept(
+    pg_url, news, monkeypatch
+):
+    """`pairs --full` on PostgreSQL writes every signature to a temporary file while the
+    buckets are grouped; a disk that fills up under it is one line naming the temporary
+    directory and TMPDIR, exit 1, and the pairs found before are still stored."""
+    import errno
+
+    from typer.testing import CliRunner
+
+    from simindex.cli import app
+
+    with Index.create(pg_url, threshold=0.5) as index:
+        index.add(news)
+        index.find_pairs()
+        before = sorted((p.id_a, p.id_b) for p in index.pairs(0.5))
+
+    def full(*args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("simindex.signature_file.os.pwrite", full)
+    result = CliRunner().invoke(app, ["pairs", "--full", "--threshold", "0.5", "--db", pg_url])
+    assert result.exit_code == 1, result.output
+    lines = result.output.strip().splitlines()
+    assert lines[-1].startswith("Error: no space left on the device of the temporary directory")
+    assert "TMPDIR" in lines[-1] and "Traceback" not in result.output
+    monkeypatch.undo()
+    with Index.open(pg_url) as index:
+        assert sorted((p.id_a, p.id_b) for p in index.pairs(0.5)) == before and len(before) == 30
+
+
 def test_a_full_disk_is_one_clear_error_and_the_index_is_unchanged(tmp_path, news):
     url = f"sqlite:///{tmp_path / 'small.db'}"
     with Index.create(url) as index:
