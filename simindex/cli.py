@@ -1809,7 +1809,7 @@ def _malloc_settings() -> None:
     each batch's arrays freed at the top of a heap went back to the system, and the next
     batch's faulted their pages in again; up to 16 MiB free at the top now stays for it
     (tests/cli/test_cli_startup.py counts the faults; times: benchmarks/RESULTS.md,
-    2026-11-26 15:00-16:20 UTC). A user's MALLOC_ARENA_MAX,
+    2026-11-26 15:00-16:35 UTC). A user's MALLOC_ARENA_MAX,
     MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ wins; other C libraries are left
     alone."""
     if not sys.platform.startswith("linux"):

@@ -997,7 +997,7 @@ class Index:
         the grouping held verification up for its whole length (11 s at 4M); made during it,
         the pass takes what the grouping leaves idle, the second core and the reader's
         connection (`pairs --full` at 4M 88-103 s before, 80-82 s after, with glibc's trim
-        threshold raised: benchmarks/RESULTS.md, 2026-11-26 15:00-16:20 UTC). The file holds
+        threshold raised: benchmarks/RESULTS.md, 2026-11-26 15:00-16:35 UTC). The file holds
         a signature per id (512 bytes at 128 values: 2 GB at 4M documents, in the temporary
         directory)."""
         if not full or self._store.dialect != "postgresql" or reader is connection:
