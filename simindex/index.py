@@ -88,9 +88,9 @@ ESTIMATED_PAIRS = 8_192
 # their last, past which verification on PostgreSQL reads every signature of that range in
 # one pass instead of looking them up (Index._candidate_signatures; a full rebuild always
 # makes the pass, while the buckets are grouped: Index._signature_pass); and the signatures
-# read at a time in a pass (a COPY's bytes are held twice while it is parsed, at the same time
-# as the candidates being collected: 20,000 took `dedup` at 4M to 288 MiB, RESULTS.md
-# 2026-11-26 16:15 UTC).
+# read at a time in a pass, whose buffer is held while the candidates are collected (when a
+# COPY's rows were still joined after it, 20,000 took `dedup` at 4M to 286-288 MiB and 5,000
+# to 259 MiB: RESULTS.md, 2026-11-26 16:15 and 16:32 UTC).
 SCAN_SHARE = 0.4
 SCAN_ROWS = 5_000
 
