@@ -861,6 +861,7 @@ def dedup(
             # libraries' pages would stay in this process through it
             # (tests/cli/test_cli_startup.py reads what stays).
             release_code("/pyarrow/")
+            _return_free_memory()
             pairs = index.find_pairs(threshold)
             report = index.cluster(threshold, rule=keep.value)
             records = _records_of(paths, fmt.value, id_field, text_field, encoding)
@@ -1840,6 +1841,21 @@ def _collector_settings() -> None:
     as it ends)."""
     gc.set_threshold(20_000)
     atexit.register(gc.freeze)
+
+
+def _return_free_memory() -> None:
+    """Give the free pages inside glibc's heaps back to the system (``malloc_trim``): a
+    finished stage leaves free blocks between live ones, out of reach of the trim at the top
+    of a heap, and the next stage of the same process would carry them (`dedup`: tens of MB
+    after ingest; benchmarks/RESULTS.md, 2026-11-27). Other C libraries: nothing happens."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass  # not glibc
 
 
 _M_ARENA_MAX = -8  # glibc's malloc.h

@@ -317,6 +317,80 @@ def test_a_batch_freed_at_the_top_of_the_heap_is_not_faulted_in_again():
     assert with_settings < 5 * 768, f"{with_settings} page faults for 100 blocks"
 
 
+# 128 MiB of the heap in 64 KiB blocks, one in 16 kept: free memory between live blocks, which
+# no trim at the top of the heap reaches. The resident MiB before and after the release.
+HOLES_PROBE = """
+from simindex import cli
+cli._malloc_settings()
+def rss():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) // 1024
+blocks = [bytes([i % 256]) * 65536 for i in range(2048)]
+kept = blocks[::16]
+del blocks
+before = rss()
+cli._return_free_memory()
+print(before, rss())
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
+    reason="glibc's malloc_trim",
+)
+def test_free_memory_between_live_blocks_goes_back_to_the_system():
+    """What dedup does between ingest and finding pairs (cli._return_free_memory): the
+    freed blocks' pages leave the resident set, the live ones stay."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    run = subprocess.run(
+        [sys.executable, "-c", HOLES_PROBE], env=env, capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    before, after = map(int, run.stdout.split())
+    assert before - after >= 100, f"{before} MiB resident before, {after} after"
+
+
+# Index.add of an ASCII batch, then one with other text, in a fresh process: which signatures
+# of the signing kernels were loaded when the first document was read, and at the end.
+WARM_UP_PROBE = """
+import sys
+from simindex import Index, hashing, minhash, shingle
+kernels = {
+    "collapse": shingle._collapse_whitespace,
+    "compact": shingle._compact,
+    "sign": minhash._sign_kernel,
+    "band keys": hashing.band_key_kernel,
+}
+loaded = lambda: {name: len(kernel.signatures) for name, kernel in kernels.items()}
+first = {}
+
+def documents():
+    first.update(loaded())
+    yield ("a", "plain ascii words for a first batch of one")
+    yield ("b", "Grüße aus Köln, a batch whose text is not ascii")
+
+with Index.create(sys.argv[1]) as index:
+    index.add(documents(), batch_size=1)
+print(first == loaded(), loaded())
+"""
+
+
+def test_add_loads_the_signing_kernels_before_it_reads_a_document(tmp_path, stamped):
+    """Index.add signs its WARM_UP document first, so a kernel's load from numba's cache (with
+    LLVM's code mapped for the moment) comes before any batch is in memory; and a batch of
+    ASCII text and one of other text give the whitespace kernel arrays of one type."""
+    run = subprocess.run(
+        [sys.executable, "-c", WARM_UP_PROBE, str(tmp_path / "i.db")],
+        env=stamped,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("True "), run.stdout
+    assert "'collapse': 1," in run.stdout, run.stdout
+
+
 # The console script's process settings, read as the process ends (after cli.run's own exit
 # handler, which freezes the objects still alive).
 SETTINGS_PROBE = """
