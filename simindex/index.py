@@ -81,11 +81,6 @@ VERIFY_TEXT_BYTES = 2**20
 # Characters of text at which add() ends a batch (~14 bytes of transient arrays a character
 # while it is signed; the next batch is read and signed while one is written).
 BATCH_TEXT_CHARS = 2**21
-# A kernel's first call in a process loads it from numba's cache, mapping much of LLVM's code
-# for that moment (the CLI unmaps it after: kernels.llvm_code_released). Index.add signs this
-# document first, so the signing kernels load before any batch is read, not on top of the
-# first batches (ingest's and dedup's peak RSS at start-up: benchmarks/RESULTS.md, 2026-11-27).
-WARM_UP = [("simindex-warm-up", "a short text that loads the signing kernels")]
 # Candidate pairs whose documents' signatures are read at once to rule some out (~1 KB of
 # transient memory per pair).
 ESTIMATED_PAIRS = 8_192
@@ -518,9 +513,8 @@ class Index:
             )
             # Three threads: one reads batches (parsing is mostly Python, holding the GIL),
             # one signs the batch before (the kernels release it), this one writes.
-            verify = find_duplicates is not None and self.keep_text
-            self._sign(WARM_UP, max_chars, complete, verify)  # see WARM_UP
             batches = ahead(_batches(iterator, batch_size, BATCH_TEXT_CHARS))
+            verify = find_duplicates is not None and self.keep_text
             for batch in ahead(batches, lambda b: self._sign(b, max_chars, complete, verify)):
                 self._add_batch(connection, batch, call)
                 if progress:

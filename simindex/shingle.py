@@ -118,8 +118,8 @@ def normalize_utf8(data: np.ndarray, offsets: np.ndarray) -> NormalizedBatch:
     # A-Z to a-z: 32 added where byte - "A" (wrapping below it) is under 26.
     upper = (body - np.uint8(ord("A"))) < 26
     lowered = body + (upper.view(np.uint8) << 5)
-    # Read-only, as the rebuilt bytes below are: the kernel is then of one type whatever
-    # the batch holds, so loaded once (see Index.add's warm-up).
+    # Read-only, as the rebuilt bytes below are: the whitespace kernel then takes one type
+    # whatever the batch holds, and a process loads it once (each load maps LLVM's code).
     lowered.flags.writeable = False
     if not others.size:
         return normalize_folded(lowered, offsets)
