@@ -10,6 +10,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -105,3 +107,33 @@ def reuters() -> list[tuple[str, str]]:
         pytest.skip(f"{REUTERS} is not here (it is not shipped with simindex)")
     with gzip.open(REUTERS, "rt", encoding="utf-8") as lines:
         return [(str(r["id"]), r["text"]) for r in map(json.loads, lines)]
+
+
+# Compiles every kernel in a fresh interpreter, from an empty cache as after install; prints
+# whether the cache then holds them all, and how many there are.
+COMPILE_FROM_EMPTY = """
+from simindex import kernels
+assert not kernels.kernels_cached()
+kernels.compile_kernels()
+print(kernels.kernels_cached(), len(list(kernels._kernels())))
+"""
+# The suite's own first compile (see first_compile), when it made one.
+FIRST_COMPILE: dict[str, subprocess.CompletedProcess] = {}
+
+
+def compile_from_empty(environment: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", COMPILE_FROM_EMPTY], capture_output=True, text=True, env=environment
+    )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def first_compile() -> None:
+    """When the session starts with numba's cache empty (a fresh clone, CI), the kernels are
+    compiled as after install, in a fresh interpreter, before any test: the suite then uses
+    that cache, and tests/cli/test_cli_startup.py checks that compile instead of making
+    another (a minute and more on 2 cores)."""
+    from simindex import kernels
+
+    if not kernels.kernels_cached():
+        FIRST_COMPILE["result"] = compile_from_empty(dict(os.environ))
