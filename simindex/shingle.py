@@ -118,9 +118,6 @@ def normalize_utf8(data: np.ndarray, offsets: np.ndarray) -> NormalizedBatch:
     # A-Z to a-z: 32 added where byte - "A" (wrapping below it) is under 26.
     upper = (body - np.uint8(ord("A"))) < 26
     lowered = body + (upper.view(np.uint8) << 5)
-    # Read-only, as the rebuilt bytes below are: the whitespace kernel then takes one type
-    # whatever the batch holds, and a process loads it once (each load maps LLVM's code).
-    lowered.flags.writeable = False
     if not others.size:
         return normalize_folded(lowered, offsets)
     # Rebuild the bytes: runs of ASCII texts as they are, each other text folded.
@@ -139,6 +136,11 @@ def normalize_folded(data: np.ndarray, raw_offsets: np.ndarray) -> NormalizedBat
     (:func:`fold`) and given as valid UTF-8: text i is ``data[raw_offsets[i]:raw_offsets[i +
     1]]`` (uint8 and int64 arrays; offsets need not start at 0, so an Arrow buffer will do)."""
     n = raw_offsets.shape[0] - 1
+    # A read-only view, whatever the caller holds (fresh arrays, bytes, Arrow buffers): the
+    # whitespace kernel then takes one type, and a process loads it once from numba's cache
+    # (each load maps LLVM's code for the moment).
+    data = data.view()
+    data.flags.writeable = False
     # Collapsing whitespace only shortens a text, and it has no more code points than bytes:
     # each text's span of raw_offsets is room enough for both outputs.
     utf8 = np.empty(max(data.shape[0], 1), dtype=np.uint8)

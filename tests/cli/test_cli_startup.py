@@ -336,7 +336,7 @@ print(before, rss())
 )
 def test_free_memory_between_live_blocks_goes_back_to_the_system():
     """What dedup does between ingest and finding pairs (cli._return_free_memory): the
-    freed blocks' pages leave the resident set, the live ones stay."""
+    freed blocks' pages leave the resident set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
     run = subprocess.run(
         [sys.executable, "-c", HOLES_PROBE], env=env, capture_output=True, text=True
