@@ -487,7 +487,7 @@ class Index:
         # The transaction below creates the index's tables (not when it completes a
         # half-created index, whose tables an earlier one made).
         creating = self._pending is not None and not self.completed_half_created
-        with self._transaction(write=True) as connection:
+        with self._transaction(write=True, load=True) as connection:
             complete = [b for b in self._store.bandings(connection) if b["state"] == "complete"]
             # A bulk load hides the call's own keys until the end: not when each batch is
             # queried against the earlier ones, nor when a later batch may replace (delete
@@ -1651,10 +1651,11 @@ class Index:
             yield connection
 
     @contextmanager
-    def _transaction(self, write: bool = False) -> Iterator[Connection]:
-        """One transaction; a deferred index's first one creates it (see create)."""
+    def _transaction(self, write: bool = False, load: bool = False) -> Iterator[Connection]:
+        """One transaction (``load``: see Store.write); a deferred index's first one creates
+        it (see create)."""
         creating = self._pending is not None
-        with _transaction(self._store, write or creating) as connection:
+        with _transaction(self._store, write or creating, load) as connection:
             if creating:
                 self._create(connection)
             yield connection
@@ -1675,7 +1676,6 @@ def _psycopg(*names: str) -> tuple[type[Exception], ...]:
 # SQLite errors that come from the environment (file, disk, locks), not from simindex.
 _SQLITE_USER_ERRORS = (
     "unable to open database",
-    "database is locked",
     "disk I/O error",
     "database or disk is full",
     "attempt to write a readonly database",
@@ -1685,8 +1685,8 @@ _SQLITE_DAMAGE = ("file is not a database", "database disk image is malformed")
 
 
 @contextmanager
-def _transaction(store: Store, write: bool) -> Iterator[Connection]:
-    with _database_errors(store), store.write() if write else store.read() as connection:
+def _transaction(store: Store, write: bool, load: bool = False) -> Iterator[Connection]:
+    with _database_errors(store), store.write(load) if write else store.read() as connection:
         yield connection
 
 
@@ -1705,6 +1705,11 @@ def _database_errors(store: Store) -> Iterator[None]:
         if isinstance(exc, (*_INTEGRITY_ERRORS, *_psycopg("IntegrityError"))):
             raise DatabaseError(f"database {url} refused the change: {reason}") from None
         if store.dialect == "sqlite":
+            if reason == "database is locked":
+                raise DatabaseError(
+                    f"database {url} is held by another process, as a first load into an "
+                    "empty SQLite index holds it until it commits: try again when it is done"
+                ) from None
             if reason.startswith(_SQLITE_DAMAGE):
                 raise DatabaseError(
                     f"{url} is not a usable SQLite database ({reason}): give the right --db, "

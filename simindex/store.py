@@ -227,16 +227,35 @@ def _configure_sqlite(engine: Engine) -> None:
         # simindex emits BEGIN itself (below), so the driver must not.
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for a writer
         cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
+        # Readers never wait for a writer; but while a first load holds the file without
+        # the WAL (Store._without_wal) the mode can't change, and its end changes it back.
+        _journal_mode(dbapi_connection, "WAL")
 
     @event.listens_for(engine, "begin")
     def _begin(connection):
-        # A writer takes the write lock up front, so what it reads (e.g. max(id)) stays true.
-        write = connection.get_execution_options().get("simindex_write", False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        # A writer takes the write lock up front, so what it reads (e.g. max(id)) stays true;
+        # a load without the WAL (Store._without_wal) takes the database whole.
+        options = connection.get_execution_options()
+        lock = options.get("simindex_lock", "IMMEDIATE") if options.get("simindex_write") else ""
+        connection.exec_driver_sql(f"BEGIN {lock}")
+
+
+def _journal_mode(dbapi_connection: sqlite3.Connection, mode: str) -> str | None:
+    """Switch a SQLite connection's journal mode without waiting: the mode it is in after,
+    None if another connection holds a lock that the switch needs."""
+    timeout = dbapi_connection.execute("PRAGMA busy_timeout").fetchone()[0]
+    dbapi_connection.execute("PRAGMA busy_timeout = 0")
+    try:
+        return dbapi_connection.execute(f"PRAGMA journal_mode={mode}").fetchone()[0]
+    except sqlite3.OperationalError as exc:
+        if "locked" not in str(exc):
+            raise
+        return None
+    finally:
+        dbapi_connection.execute(f"PRAGMA busy_timeout = {timeout}")
 
 
 class Store:
@@ -318,23 +337,62 @@ class Store:
             yield connection
 
     @contextmanager
-    def write(self) -> Iterator[Connection]:
+    def write(self, load: bool = False) -> Iterator[Connection]:
         """A transaction that may write. Writers take turns, readers never wait: on SQLite
         through BEGIN IMMEDIATE, on PostgreSQL through a transaction-level advisory lock
         (so two ingests of overlapping ids can't both pass the duplicate check, and pairs
         found while documents arrive stay consistent). A writer that has to wait says for
         whom (logged), and gives up after ``lock_timeout`` seconds with a DatabaseError.
-        Afterwards, PostgreSQL partitions of retired bandings are dropped if they can be
-        at once (see drop_retired_bandings), and a large SQLite WAL is let go (see
-        _release_wal)."""
+        ``load``: the transaction adds documents, which into a SQLite index that holds none
+        yet go in without the WAL (see _without_wal). Afterwards, PostgreSQL partitions of
+        retired bandings are dropped if they can be at once (see drop_retired_bandings),
+        and a large SQLite WAL is let go (see _release_wal)."""
         with self.engine.connect() as connection:
             connection = connection.execution_options(simindex_write=True)
-            with self._begin_write(connection):
+            with self._without_wal(connection, load), self._begin_write(connection):
                 if self.dialect == "postgresql":
                     self._take_writer_lock(connection)
                 yield connection
         self.drop_retired_bandings(attempts=1)
         self._release_wal()
+
+    @contextmanager
+    def _without_wal(self, connection: Connection, load: bool) -> Iterator[None]:
+        """A load into a SQLite index with no documents yet runs with a rollback journal,
+        holding the database whole (BEGIN EXCLUSIVE), then WAL mode comes back. In the WAL
+        every page the load writes is written twice (into the WAL, then by the checkpoint
+        into the file), and each page the cache lacks is looked up in a WAL index that
+        grows with the transaction; a rollback journal keeps only the pages that existed
+        before the load, which an empty index hardly has (benchmarks/RESULTS.md, 2026-11-27
+        04:40 UTC). Readers of an empty index lose nothing by waiting for it. When another
+        connection has the file open, the mode can't change and the load runs in the WAL
+        as any write does."""
+        if self.dialect != "sqlite" or not load or self._holds_documents(connection):
+            yield
+            return
+        self.engine.dispose()  # the pool's idle connections, which would keep the WAL open
+        dbapi = connection.connection.dbapi_connection
+        if _journal_mode(dbapi, "DELETE") != "delete":
+            yield
+            return
+        connection.execution_options(simindex_lock="EXCLUSIVE")
+        try:
+            yield
+        finally:
+            connection.execution_options(simindex_lock="IMMEDIATE")
+            _journal_mode(dbapi, "WAL")  # if a reader is waiting, its connection does it
+
+    @staticmethod
+    def _holds_documents(connection: Connection) -> bool:
+        """Whether a SQLite index has documents, asked outside a transaction (the driver
+        begins none: _configure_sqlite); False before its tables exist."""
+        dbapi = connection.connection.dbapi_connection
+        try:
+            return dbapi.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is not None
+        except sqlite3.OperationalError as exc:
+            if "no such table" not in str(exc):
+                raise
+            return False
 
     def _begin_write(self, connection: Connection) -> sa.RootTransaction:
         if self.dialect == "postgresql":

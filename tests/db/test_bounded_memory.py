@@ -395,10 +395,11 @@ def test_a_large_write_to_sqlite_leaves_no_wal_and_no_pooled_connection(
     path = tmp_path / "index.db"
     wal = tmp_path / "index.db-wal"
     with Index.create(path) as index:
-        index.add(news[:5])
+        index.add(news[:5])  # into an empty index: without the WAL (Store._without_wal)
+        index.add(news[5:10])
         assert wal.stat().st_size > 0 and index._store.engine.pool.checkedin() > 0
         monkeypatch.setattr(simindex.store, "WAL_RELEASE_BYTES", 1)
-        index.add(news[5:])
+        index.add(news[10:])
         assert not wal.exists()  # the last connection closed: SQLite removed it
         assert index._store.engine.pool.checkedin() == 0
         index.find_pairs(0.5)

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
+from contextlib import closing
 
 import pytest
 import sqlalchemy as sa
@@ -127,6 +129,7 @@ def test_a_waiting_writer_says_who_holds_the_lock_and_gives_up_after_lock_timeou
 
 def test_a_writer_waits_at_most_lock_timeout_for_another(db_url, caplog):
     with Index.create(db_url) as holder:
+        holder.add([("z", "a first story, so that the next load is not a first load")])
         entered, release = threading.Event(), threading.Event()
 
         def documents():
@@ -150,6 +153,55 @@ def test_a_writer_waits_at_most_lock_timeout_for_another(db_url, caplog):
             release.set()
             thread.join()
     with Index.open(db_url) as index:
-        assert index.stats()["documents"] == 1
+        assert index.stats()["documents"] == 2
     with pytest.raises(ParameterError, match="lock timeout must be"):
         Index.open(db_url, lock_timeout=-1)
+
+
+def test_a_first_load_into_sqlite_skips_the_wal_and_holds_the_file_until_it_commits(
+    tmp_path, news, monkeypatch
+):
+    """Into an index with no documents, add() writes with a rollback journal, not the WAL
+    (Store._without_wal), and leaves the file in WAL mode. Meanwhile the file is the load's
+    alone: a reader waits for it, then says why. A later add() goes through the WAL."""
+    monkeypatch.setattr(store_module, "SQLITE_BUSY_TIMEOUT_MS", 300)
+    path, wal = tmp_path / "first.db", tmp_path / "first.db-wal"
+    entered, release = threading.Event(), threading.Event()
+
+    def documents():
+        yield from news[:50]
+        entered.set()  # the load's transaction is open
+        release.wait(30)
+
+    with Index.create(path) as loader:
+        thread = threading.Thread(target=lambda: loader.add(documents(), batch_size=10))
+        thread.start()
+        try:
+            assert entered.wait(30)
+            with pytest.raises(DatabaseError, match="held by another process, as a first load"):
+                with Index.open(path) as reader:
+                    reader.stats()
+        finally:
+            release.set()
+            thread.join()
+        assert not wal.exists() or wal.stat().st_size == 0
+        with Index.open(path) as reader:
+            assert reader.stats()["documents"] == 50
+        loader.add(news[50:])
+        assert wal.stat().st_size > 0
+    with closing(sqlite3.connect(path)) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert connection.execute("SELECT count(*) FROM documents").fetchone() == (len(news),)
+
+
+def test_a_first_load_goes_through_the_wal_when_another_connection_has_the_file_open(
+    tmp_path, news
+):
+    path = tmp_path / "shared.db"
+    Index.create(path).close()
+    with closing(sqlite3.connect(path)) as other:
+        assert other.execute("SELECT count(*) FROM documents").fetchone() == (0,)
+        with Index.open(path) as index:
+            index.add(news)
+            assert (tmp_path / "shared.db-wal").stat().st_size > 0
+        assert other.execute("SELECT count(*) FROM documents").fetchone() == (len(news),)
