@@ -1707,8 +1707,9 @@ def _database_errors(store: Store) -> Iterator[None]:
         if store.dialect == "sqlite":
             if reason == "database is locked":
                 raise DatabaseError(
-                    f"database {url} is held by another process, as a first load into an "
-                    "empty SQLite index holds it until it commits: try again when it is done"
+                    f"database {url} is locked by another process (a first load into an "
+                    "empty SQLite index holds the whole file until it commits): try again "
+                    "when it is done"
                 ) from None
             if reason.startswith(_SQLITE_DAMAGE):
                 raise DatabaseError(

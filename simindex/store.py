@@ -364,9 +364,9 @@ class Store:
         into the file), and each page the cache lacks is looked up in a WAL index that
         grows with the transaction; a rollback journal keeps only the pages that existed
         before the load, which an empty index hardly has: 4M documents went in in 327 s
-        instead of 468 s (benchmarks/RESULTS.md, 2026-11-27 04:35 UTC). Readers of an empty index lose nothing by waiting for it. When another
-        connection has the file open, the mode can't change and the load runs in the WAL
-        as any write does."""
+        instead of 468 s (benchmarks/RESULTS.md, 2026-11-27 04:35 UTC). Readers of an empty
+        index lose nothing by waiting for it. When another connection has the file open,
+        the mode can't change and the load runs in the WAL as any write does."""
         if self.dialect != "sqlite" or not load or self._holds_documents(connection):
             yield
             return
@@ -375,11 +375,10 @@ class Store:
         if _journal_mode(dbapi, "DELETE") != "delete":
             yield
             return
-        connection.execution_options(simindex_lock="EXCLUSIVE")
+        connection.execution_options(simindex_lock="EXCLUSIVE")  # this connection's last
         try:
             yield
         finally:
-            connection.execution_options(simindex_lock="IMMEDIATE")
             _journal_mode(dbapi, "WAL")  # if a reader is waiting, its connection does it
 
     @staticmethod

@@ -178,7 +178,7 @@ def test_a_first_load_into_sqlite_skips_the_wal_and_holds_the_file_until_it_comm
         thread.start()
         try:
             assert entered.wait(30)
-            with pytest.raises(DatabaseError, match="held by another process, as a first load"):
+            with pytest.raises(DatabaseError, match="locked by another process \\(a first load"):
                 with Index.open(path) as reader:
                     reader.stats()
         finally:
