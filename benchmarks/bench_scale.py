@@ -110,9 +110,11 @@ def run_step(
         "postgres_cpu_seconds": (pg1 - pg0) / tick,
         "foreign_cores": max(0.0, ((busy1 - busy0) - (pg1 - pg0)) / tick - cpu) / wall,
         "ok": os.waitstatus_to_exitcode(status) == 0,
+        # what the command said last (pairs: candidate and verified counts)
+        "summary": stderr.decode(errors="replace").strip().splitlines()[-1:],
     }
     if not result["ok"]:
-        result["error"] = stderr.decode(errors="replace").strip().splitlines()[-1:]
+        result["error"] = result["summary"]
     print(
         f"{wall:.1f} s (cpu {cpu:.1f} s, postgres {result['postgres_cpu_seconds']:.1f} s), "
         f"peak {result['peak_rss_mib']:.0f} MiB, others {result['foreign_cores']:.2f} cores"
@@ -470,6 +472,13 @@ def report(runs: list[dict]) -> str:
                 f"lowest {q['lowest_similarity']:.3f}, {q['below_threshold']} below 0.8"
             )
         lines.append("| planted pairs J ≥ 0.85 found | " + " | ".join(cells) + " |")
+        cells = [
+            " ".join(by[(size, b)]["steps"].get("pairs", {}).get("summary", ["—"]))
+            .split(";")[0]
+            .replace("|", "/")
+            for b in backends
+        ]
+        lines.append("| `pairs` said (candidates -> verified) | " + " | ".join(cells) + " |")
         cells = []
         for b in backends:
             tables = {k: v for k, v in by[(size, b)].get("tables", {}).items() if v >= size}
