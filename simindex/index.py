@@ -986,9 +986,10 @@ class Index:
     def _signature_pass(
         self, connection: Connection, reader: Connection, full: bool
     ) -> Iterator[Future[SignatureFile] | None]:
-        """For a full rebuild: a thread that reads every stored signature, in id order on
-        ``reader``, into a SignatureFile, while ``connection`` groups the buckets (a future of
-        the file; None for an incremental run, or where ``reader`` is ``connection``).
+        """For a full rebuild on PostgreSQL: a thread that reads every stored signature, in
+        id order on ``reader``, into a SignatureFile, while ``connection`` groups the buckets
+        (a future of the file; None for an incremental run, on SQLite, or where ``reader`` is
+        ``connection``).
 
         The candidates of a full rebuild name a large share of the index (half the ids at 4M
         documents, a third at 400k), whose look-ups cost PostgreSQL a random heap page read
@@ -999,7 +1000,7 @@ class Index:
         threshold raised: benchmarks/RESULTS.md, 2026-11-26 15:00-16:35 UTC). The file holds
         a signature per id (512 bytes at 128 values: 2 GB at 4M documents, in the temporary
         directory)."""
-        if not full or reader is connection:
+        if not full or self._store.dialect != "postgresql" or reader is connection:
             yield None
             return
         from simindex.signature_file import signature_file
