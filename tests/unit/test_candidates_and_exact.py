@@ -1,9 +1,10 @@
 """Candidate pairs from buckets, hot buckets, and the exact all-pairs join."""
 
 import numpy as np
+import pytest
 
 from simindex import SignatureSpec, shingle_sets
-from simindex.candidates import bucket_pairs, collect, group_keys
+from simindex.candidates import bucket_pairs, collect, group_keys, unique_pairs
 from simindex.exact import rank_tokens, similar_pairs
 from simindex.shingle import ShingleSets
 from simindex.store import _parse_id_arrays
@@ -98,6 +99,36 @@ def test_collect_keeps_ids_up_to_2_63_apart_distinct():
     doc_a, doc_b = candidates.arrays()
     pairs = list(zip(doc_a.tolist(), doc_b.tolist()))
     assert pairs == [(7, 2**31), (7, 2**40), (7, top), (2**31, 2**40), (2**31, top), (2**40, top)]
+
+
+@pytest.mark.parametrize("start", [1, 2**40, 2**63 - 2**33])
+@pytest.mark.parametrize("span", [50, 2**32 - 1, 2**32, 2**33])
+def test_unique_pairs_are_the_distinct_pairs_in_order_however_far_apart_the_ids(start, span):
+    """Spans under 2**32 are sorted packed into one integer; others as two columns."""
+    rng = np.random.default_rng(span % 97)
+    a = start + rng.integers(0, span, 400, dtype=np.int64)
+    b = start + rng.integers(0, span, 400, dtype=np.int64)
+    a[:2], b[:2] = start, start + span - 1  # the span's ends
+    a, b = np.concatenate((a, a[:100])), np.concatenate((b, b[:100]))  # repeats
+    got_a, got_b = unique_pairs(a, b)
+    assert list(zip(got_a.tolist(), got_b.tolist())) == sorted(set(zip(a.tolist(), b.tolist())))
+    assert got_a.dtype == got_b.dtype == np.int64
+
+
+def test_buckets_in_any_order_make_the_same_pairs():
+    """The databases hand a bucket's members over ascending; any other order is sorted."""
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(2, 9, 300)
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    members = rng.permutation(5_000)[: offsets[-1]].astype(np.int64)
+    ascending = np.concatenate(
+        [np.sort(members[lo:hi]) for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)]
+    )
+    for max_bucket_size in (3, 10):
+        shuffled = bucket_pairs(members, offsets, max_bucket_size)
+        ordered = bucket_pairs(ascending, offsets, max_bucket_size)
+        assert np.array_equal(shuffled[0], ordered[0]) and np.array_equal(shuffled[1], ordered[1])
+        assert np.all(shuffled[0] < shuffled[1]) and shuffled[2] == ordered[2]
 
 
 def test_bucket_arrays_in_postgresql_text_parse_to_members_and_offsets():
