@@ -1059,7 +1059,10 @@ class Store:
             execution_options={"stream_results": True, "yield_per": chunk_size},
         )
         for partition in result.partitions(chunk_size):
-            groups = [g if isinstance(g, list) else g.split(",") for (g,) in partition]
+            if self.dialect == "sqlite":  # group_concat's "3,5,9" per bucket: parsed by NumPy
+                yield _parse_id_arrays(("\n".join(g for (g,) in partition) + "\n").encode())
+                continue
+            groups = [g for (g,) in partition]  # array_agg's lists
             sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
             offsets = np.zeros(len(groups) + 1, dtype=np.int64)
             np.cumsum(sizes, out=offsets[1:])
@@ -2159,8 +2162,9 @@ def _seconds(value: float | timedelta) -> str:
 
 
 def _parse_id_arrays(text: bytes) -> tuple[np.ndarray, np.ndarray]:
-    """Lines of integer arrays in PostgreSQL's text format (b"{3,5}\\n{1,2,9}\\n") as
-    (members, offsets): array i holds ``members[offsets[i]:offsets[i + 1]]``."""
+    """Lines of integer arrays in PostgreSQL's text format (b"{3,5}\\n{1,2,9}\\n"), or of
+    SQLite's group_concat (b"3,5\\n1,2,9\\n"), as (members, offsets): array i holds
+    ``members[offsets[i]:offsets[i + 1]]``."""
     chars = np.frombuffer(text, dtype=np.uint8)
     line_ends = np.flatnonzero(chars == ord("\n"))
     commas = np.flatnonzero(chars == ord(","))

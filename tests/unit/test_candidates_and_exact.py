@@ -131,12 +131,15 @@ def test_buckets_in_any_order_make_the_same_pairs():
         assert np.all(shuffled[0] < shuffled[1]) and shuffled[2] == ordered[2]
 
 
-def test_bucket_arrays_in_postgresql_text_parse_to_members_and_offsets():
-    """The COPY text of array_agg(document_id) per bucket (Store._copied_buckets), ids up to
-    2**63 - 1."""
+def test_bucket_arrays_of_either_database_parse_to_members_and_offsets():
+    """The COPY text of array_agg(document_id) per bucket (Store._copied_buckets) and the
+    lines of SQLite's group_concat (Store.iter_buckets), ids up to 2**63 - 1."""
     text = b"{9223372036854775807,1099511627776}\n{5,6,7}\n{3,4}\n"
     members, offsets = _parse_id_arrays(text)
     assert members.tolist() == [2**63 - 1, 2**40, 5, 6, 7, 3, 4]
     assert offsets.tolist() == [0, 2, 5, 7]
     members, offsets = _parse_id_arrays(b"")
     assert members.size == 0 and offsets.tolist() == [0]
+    members, offsets = _parse_id_arrays(b"9223372036854775807,1099511627776\n5,6,7\n3,4\n")
+    assert members.tolist() == [2**63 - 1, 2**40, 5, 6, 7, 3, 4]  # SQLite's group_concat
+    assert offsets.tolist() == [0, 2, 5, 7]
