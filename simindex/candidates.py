@@ -268,7 +268,7 @@ def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The distinct pairs (a[i], b[i]), sorted by (a, b). Any int64 ids: when each column
     spans less than 2**32 (the ids of a corpus, wherever its sequence starts), a pair is
     packed into one integer, its offsets from the columns' least values, and sorted as one
-    (a third faster than two columns); otherwise the two columns are sorted together."""
+    (one sort of values, not two of indices); otherwise the two columns are sorted together."""
     if a.size and max(int(a.max()) - int(a.min()), int(b.max()) - int(b.min())) < 2**32:
         low_a, low_b = a.min(), b.min()
         high, low = (a - low_a).astype(np.uint64), (b - low_b).astype(np.uint64)
@@ -328,8 +328,8 @@ def _bucket_pairs_kernel(members, offsets, hot, starts, doc_a, doc_b):
     for i in range(offsets.shape[0] - 1):
         bucket = members[offsets[i] : offsets[i + 1]]
         # The databases group a bucket's members along the primary key, so they come in
-        # ascending order: a sorted copy of each (an allocation per bucket) took 20 times
-        # the time of the pairing itself, with most buckets two documents.
+        # ascending order: a sorted copy of each is an allocation per bucket, most buckets
+        # two documents (pairs --full at 4M: benchmarks/RESULTS.md, 2026-11-27 08:58 UTC).
         if not _ascending(bucket):
             bucket = np.sort(bucket)
         out = starts[i]
