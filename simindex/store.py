@@ -1043,14 +1043,19 @@ class Store:
                 "GROUP BY band, key HAVING count(*) > 1"
             )
         else:
-            aggregate = "array_agg" if self.dialect == "postgresql" else "group_concat"
+            # Each bucket's ids as one line of text, which NumPy parses (_parse_id_arrays).
+            aggregate = (
+                "array_agg(k.document_id)::text"
+                if self.dialect == "postgresql"
+                else "group_concat(k.document_id)"
+            )
             band, key, _ = _key_rows(touching)
             wanted = np.unique(np.column_stack((band, key)), axis=0)  # each bucket once
             joined, params = self._sharing_buckets(
                 banding_id, {"band": wanted[:, 0], "key": wanted[:, 1]}
             )
             statement = (
-                f"SELECT {aggregate}(k.document_id) FROM {joined} "
+                f"SELECT {aggregate} FROM {joined} "
                 "GROUP BY wanted.band, wanted.key HAVING count(*) > 1"
             )
         result = connection.execute(
@@ -1059,17 +1064,7 @@ class Store:
             execution_options={"stream_results": True, "yield_per": chunk_size},
         )
         for partition in result.partitions(chunk_size):
-            if self.dialect == "sqlite":  # group_concat's "3,5,9" per bucket: parsed by NumPy
-                yield _parse_id_arrays(("\n".join(g for (g,) in partition) + "\n").encode())
-                continue
-            groups = [g for (g,) in partition]  # array_agg's lists
-            sizes = np.fromiter((len(g) for g in groups), dtype=np.int64, count=len(groups))
-            offsets = np.zeros(len(groups) + 1, dtype=np.int64)
-            np.cumsum(sizes, out=offsets[1:])
-            members = np.fromiter(
-                (int(d) for g in groups for d in g), dtype=np.int64, count=int(offsets[-1])
-            )
-            yield members, offsets
+            yield _parse_id_arrays(("\n".join(g for (g,) in partition) + "\n").encode())
 
     def _copied_buckets(
         self, connection: Connection, banding_id: int, chunk_size: int
