@@ -5,8 +5,7 @@ of them) at once, one read per distinct document of the block. This script colle
 index's candidate pairs (the active banding's buckets, as `simindex pairs --full` does) and
 counts those reads, and the largest number of a block, for the pairs in (doc_a, doc_b) order
 (Candidates.blocks) and grouped by component (Candidates.by_component, what verification
-uses), the latter also as verification reads them, keeping the previous block's documents,
-with the components' sizes. No pair is verified; nothing is written to the index.
+uses), with the components' sizes. No pair is verified; nothing is written to the index.
 
 Run from the repository root, on an index `simindex ingest` made:
     .venv/bin/python benchmarks/bench_candidate_order.py --db URL [--write-results]
@@ -41,24 +40,17 @@ def candidates(index: Index) -> Candidates:
         return collect(index._store.iter_buckets(connection, banding, None))
 
 
-def reads(
-    blocks: Iterable[tuple[np.ndarray, np.ndarray]], keep_last: bool = False
-) -> tuple[int, int, int, float]:
+def reads(blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int, int, float]:
     """(pairs, document reads, largest reads of a block, seconds) when ``blocks`` are cut
-    into ESTIMATED_PAIRS pairs as verification cuts them; with ``keep_last``, a document of
-    the previous block is not read again (Index._plausible)."""
+    into ESTIMATED_PAIRS pairs as verification cuts them."""
     started = time.perf_counter()
     pairs = total = largest = 0
-    last = np.empty(0, np.int64)
     for a, b in blocks:
         pairs += a.size
         for start in range(0, a.size, ESTIMATED_PAIRS):
             part = slice(start, start + ESTIMATED_PAIRS)
-            documents = np.unique(np.concatenate((a[part], b[part])))
-            count = np.setdiff1d(documents, last, assume_unique=True).size
+            count = np.unique(np.concatenate((a[part], b[part]))).size
             total, largest = total + count, max(largest, count)
-            if keep_last:
-                last = documents
     return pairs, total, largest, time.perf_counter() - started
 
 
@@ -77,7 +69,6 @@ def main() -> None:
         del component
         ordered = reads(candidates(index).blocks())
         grouped = reads(candidates(index).by_component())
-        kept = reads(candidates(index).by_component(), keep_last=True)
     started = datetime.now(UTC)
     lines = [
         f"## {started:%Y-%m-%d %H:%M} UTC: documents verification reads, by candidate order",
@@ -96,7 +87,6 @@ def main() -> None:
     for name, (_, total, largest, seconds) in (
         ("(doc_a, doc_b): `Candidates.blocks`", ordered),
         ("by component: `Candidates.by_component`", grouped),
-        ("by component, the previous block's documents kept", kept),
     ):
         lines.append(
             f"| {name} | {total:,} | {total / sizes.sum():.2f} | {largest:,} | {seconds:.1f} |"

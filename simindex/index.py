@@ -1114,29 +1114,19 @@ class Index:
         from simindex.verify import estimate_floor
 
         floor = estimate_floor(threshold, self.spec.num_perm)
-        empty = np.empty(0, np.int64)
-        # The previous slice's (sorted ids, signatures) and (sorted sized ids, sizes): a
-        # component's pairs run on into the next slice, with the same documents.
-        last_signed: tuple[np.ndarray, np.ndarray] = (empty, np.empty((0, 0), np.uint32))
-        last_sized = (empty, empty)
 
         def plausible(pairs: tuple[np.ndarray, np.ndarray]) -> tuple[Any, ...]:
-            nonlocal last_signed, last_sized
             a, b = pairs
             ids = np.unique(np.concatenate((a, b)))
-            signed = _rows_reused(ids, *last_signed, signatures)
+            signed = signatures(ids)
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_jaccard(signed[rows_a], signed[rows_b]) >= floor
                 a, b = a[keep], b[keep]
             # Only the plausible pairs' documents are sized (their texts read); others count 0.
             sized = np.unique(np.concatenate((a, b)))
-            sized_bytes = _rows_reused(
-                sized, *last_sized, lambda some: self._document_bytes(reader, some)
-            )
-            last_signed, last_sized = (ids, signed), (sized, sized_bytes)
             sizes = np.zeros(ids.shape, np.int64)
-            sizes[np.searchsorted(ids, sized)] = sized_bytes
+            sizes[np.searchsorted(ids, sized)] = self._document_bytes(reader, sized)
             return a, b, (ids, signed), sizes
 
         slices = (
@@ -1824,25 +1814,6 @@ def _pair_spans(
     cost = sizes[np.searchsorted(ids, b)]
     cost += sizes[np.searchsorted(ids, a)] * first_of_a
     return spans(np.cumsum(cost), text_bytes)
-
-
-def _rows_reused(
-    ids: np.ndarray,
-    known_ids: np.ndarray,
-    known: np.ndarray,
-    read: Callable[[np.ndarray], np.ndarray],
-) -> np.ndarray:
-    """read(ids) for the sorted ``ids``, where the rows of those among the sorted
-    ``known_ids`` are taken from ``known`` (row-aligned with them) and only the others read."""
-    at = np.searchsorted(known_ids, ids).clip(max=max(known_ids.size - 1, 0))
-    hit = known_ids[at] == ids if known_ids.size else np.zeros(ids.shape, bool)
-    if not hit.any():
-        return read(ids)
-    rows = np.empty((ids.size, *known.shape[1:]), known.dtype)
-    rows[hit] = known[at[hit]]
-    if not hit.all():
-        rows[~hit] = read(ids[~hit])
-    return rows
 
 
 def _batches(documents: Iterator[Document], size: int, text_chars: int) -> Iterator[list[Document]]:

@@ -6,7 +6,6 @@ import pytest
 from simindex import SignatureSpec, shingle_sets
 from simindex.candidates import bucket_pairs, collect, group_keys, unique_pairs
 from simindex.exact import rank_tokens, similar_pairs
-from simindex.index import _rows_reused
 from simindex.shingle import ShingleSets
 from simindex.store import _parse_id_arrays
 from simindex.verify import exact_jaccard
@@ -144,22 +143,3 @@ def test_bucket_arrays_of_either_database_parse_to_members_and_offsets():
     members, offsets = _parse_id_arrays(b"9223372036854775807,1099511627776\n5,6,7\n3,4\n")
     assert members.tolist() == [2**63 - 1, 2**40, 5, 6, 7, 3, 4]  # SQLite's group_concat
     assert offsets.tolist() == [0, 2, 5, 7]
-
-
-def test_rows_of_known_ids_are_reused_and_only_the_others_read():
-    known_ids = np.array([2, 5, 9, 2**62])
-    known = np.column_stack((known_ids, known_ids * 10))
-    asked = []
-
-    def read(ids):
-        asked.append(ids.tolist())
-        return np.column_stack((ids, ids * 10))
-
-    ids = np.array([1, 2, 6, 9, 2**62, 2**62 + 1])
-    assert _rows_reused(ids, known_ids, known, read).tolist() == read(ids).tolist()
-    assert asked[0] == [1, 6, 2**62 + 1]
-    asked.clear()
-    assert _rows_reused(known_ids[1:3], known_ids, known, read).tolist() == [[5, 50], [9, 90]]
-    assert asked == []  # all known: nothing read
-    empty = np.empty(0, np.int64)
-    assert _rows_reused(ids, empty, np.empty((0, 2), np.int64), read).tolist() == read(ids).tolist()
