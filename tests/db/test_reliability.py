@@ -181,7 +181,10 @@ def test_a_dropped_connection_mid_ingest_is_one_clear_error_and_writes_nothing(p
     assert process.wait() == 1
     stderr = process.stderr.read()
     assert stderr.strip().startswith("Error: database postgresql+psycopg://")
-    assert "administrator command" in stderr and "Traceback" not in stderr
+    # libpq names the server's reason when it read it before the socket closed, else the
+    # close (under load, a run cut mid-COPY sometimes ends that way).
+    assert "administrator command" in stderr or "server closed the connection" in stderr
+    assert "Traceback" not in stderr and len(stderr.strip().splitlines()) == 1
     assert _count(pg_url) == 0
 
 
