@@ -329,8 +329,9 @@ def _bucket_pairs_kernel(members, offsets, hot, starts, doc_a, doc_b):
         bucket = members[offsets[i] : offsets[i + 1]]
         # The databases group a bucket's members along the primary key, so they come in
         # ascending order; a sorted copy of each is an allocation per bucket, most buckets
-        # holding two documents (with unique_pairs' packed sort: pairs --full at 4M 4.6 s
-        # faster, benchmarks/RESULTS.md, 2026-11-27 08:58 UTC).
+        # holding two documents (with unique_pairs' packed sort: pairs --full at 4M on
+        # PostgreSQL 4.58 s faster in one paired run, benchmarks/bench_ab.py, RESULTS.md
+        # 2026-11-27 08:58 UTC).
         if not _ascending(bucket):
             bucket = np.sort(bucket)
         out = starts[i]
