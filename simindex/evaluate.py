@@ -26,7 +26,7 @@ from simindex.candidates import collect, group_keys
 from simindex.chunking import spans
 from simindex.errors import ParameterError, SimindexError
 from simindex.exact import rank_tokens, similar_pairs
-from simindex.minhash import estimate_jaccard
+from simindex.minhash import estimate_rows
 from simindex.shingle import ShingleSets, normalize_batch, shingle_sets
 from simindex.spec import SignatureSpec
 from simindex.verify import Profiles, compare
@@ -216,7 +216,7 @@ def evaluate(
         pair_a=rows_a,
         pair_b=rows_b,
         pair_similarity=similarity,
-        pair_estimate=estimate_jaccard(signatures[rows_a], signatures[rows_b]),
+        pair_estimate=estimate_rows(signatures, rows_a, rows_b),
         pair_is_candidate=is_candidate,
         candidate_similarity=candidate_exact,
         candidate_estimate=candidate_estimate,

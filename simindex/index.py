@@ -1110,7 +1110,7 @@ class Index:
         looks both up at once.
         `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
         after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
-        from simindex.minhash import estimate_jaccard
+        from simindex.minhash import estimate_rows
         from simindex.verify import estimate_floor
 
         floor = estimate_floor(threshold, self.spec.num_perm)
@@ -1121,7 +1121,7 @@ class Index:
             signed = signatures(ids)
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
-                keep = estimate_jaccard(signed[rows_a], signed[rows_b]) >= floor
+                keep = estimate_rows(signed, rows_a, rows_b) >= floor
                 a, b = a[keep], b[keep]
             # Only the plausible pairs' documents are sized (their texts read); others count 0.
             sized = np.unique(np.concatenate((a, b)))

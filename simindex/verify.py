@@ -13,7 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from simindex.errors import InputError
-from simindex.minhash import estimate_jaccard
+from simindex.minhash import estimate_rows
 from simindex.shingle import NormalizedBatch, ShingleSets, shingle_sets
 from simindex.spec import SignatureSpec
 
@@ -100,7 +100,7 @@ def compare(
     profiles: Profiles, rows_a: np.ndarray, rows_b: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """(estimated Jaccard, exact Jaccard or None) of each pair of profile rows (float64)."""
-    estimated = estimate_jaccard(profiles.signatures[rows_a], profiles.signatures[rows_b])
+    estimated = estimate_rows(profiles.signatures, rows_a, rows_b)
     if profiles.sets is None:
         return estimated, None
     return estimated, exact_jaccard(profiles.sets, rows_a, rows_b)

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from simindex import SignatureSpec, estimate_jaccard, shingle_sets, signatures
 from simindex.errors import ParameterError, SpecMismatchError
-from simindex.minhash import pack, unpack
+from simindex.minhash import estimate_rows, pack, unpack
 from simindex.shingle import ShingleSets
 from simindex.spec import SCHEME_V1, SCHEME_V2, SCHEMES
 
@@ -41,6 +41,25 @@ def test_estimate_is_unbiased_on_random_sets(jaccard, size, seed, scheme):
         estimates.append(estimate_jaccard(sig[0], sig[1]))
     # 30 x 128 Bernoulli(J) draws: standard error sqrt(J(1-J)/3840) <= 0.0081.
     assert abs(np.mean(estimates) - true) < 5 * np.sqrt(true * (1 - true) / 3840) + 1e-9
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    num_perm=st.integers(1, 200),
+    documents=st.integers(1, 50),
+    pairs=st.integers(0, 300),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_estimate_of_rows_is_the_estimate_of_the_gathered_signatures(
+    num_perm, documents, pairs, seed
+):
+    """Verification estimates pairs by row index; it agrees with estimate_jaccard exactly
+    (values drawn from a few so that many positions agree)."""
+    rng = np.random.default_rng(seed)
+    sigs = rng.integers(0, 4, size=(documents, num_perm)).astype(np.uint32)
+    rows_a, rows_b = rng.integers(0, documents, size=(2, pairs))
+    expected = estimate_jaccard(sigs[rows_a], sigs[rows_b])
+    assert np.array_equal(estimate_rows(sigs, rows_a, rows_b), expected)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
