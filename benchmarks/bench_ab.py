@@ -8,12 +8,14 @@ first) with ``python -P -m simindex``. The corpus is bench_scale's (generated an
 under benchmarks/data/).
 
 Steps: ``ingest`` (the corpus into a new index, text kept), ``pairs`` (``pairs --full`` on
-an index that each commit ingested once before its runs) or ``dedup`` (the corpus through
-``simindex dedup`` into a new index).
+an index that each commit ingested once before its runs; with ``--one-index``, on one index
+that A ingested, which both commits' runs rebuild in turn: half the disk and page cache, and
+the same file under both, for changes that leave the schema alone) or ``dedup`` (the corpus
+through ``simindex dedup`` into a new index).
 
 Run from the repository root:
     .venv/bin/python benchmarks/bench_ab.py A_COMMIT B_COMMIT --step ingest [--size 400000]
-        [--pairs 5] [--backend pg|sqlite] [--write-results]
+        [--pairs 5] [--backend pg|sqlite] [--one-index] [--write-results]
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ def main() -> None:
     parser.add_argument("--backend", choices=["pg", "sqlite"], default="pg")
     parser.add_argument("--pg-url", default=DEFAULT_PG)
     parser.add_argument("--sqlite-dir", type=Path, default=Path("/tmp"))
+    parser.add_argument("--one-index", action="store_true", help="pairs: one index for both")
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args()
 
@@ -77,11 +80,13 @@ def main() -> None:
     indexed: dict[str, Database] = {}
     scratch: Database | None = None  # the new index of an ingest or dedup run
     if args.step == "pairs":  # one index per commit, loaded once
-        for i, commit in enumerate(commits):
+        for i, commit in enumerate(commits[:1] if args.one_index else commits):
             indexed[commit] = fresh_database(args, f"bench_ab_{i}")
             run_step(
                 f"{commit} ingest", [*SIMINDEX, *ingest, indexed[commit].url], env=envs[commit]
             )
+        if args.one_index:
+            indexed[commits[1]] = indexed[commits[0]]
     runs: dict[str, list[dict]] = {commit: [] for commit in commits}
     for pair in range(1, args.pairs + 1):
         for commit in commits:
@@ -101,14 +106,17 @@ def main() -> None:
             runs[commit].append(result)
     for path in out.parent.glob(f"{out.name}*"):  # the output and dedup's list of dropped
         path.unlink()
-    for database in [*indexed.values(), *([scratch] if scratch else [])]:
+    for database in {
+        id(d): d for d in [*indexed.values(), *([scratch] if scratch else [])]
+    }.values():
         database.drop()
 
     a, b = (runs[c] for c in commits)
     differences = [rb["seconds"] - ra["seconds"] for ra, rb in zip(a, b, strict=True)]
     command = (
         f"`.venv/bin/python benchmarks/bench_ab.py {commits[0]} {commits[1]} --step {args.step} "
-        f"--size {args.size} --pairs {args.pairs} --backend {args.backend}`"
+        f"--size {args.size} --pairs {args.pairs} --backend {args.backend}"
+        f"{' --one-index' if args.one_index else ''}`"
     )
     lines = [
         f"## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: {args.step} of {commits[0]} (A) against "
@@ -118,10 +126,11 @@ def main() -> None:
         f"{'PostgreSQL on the same machine' if args.backend == 'pg' else 'SQLite'}",
         f"- Command: {command}",
         "",
-        "| pair | A wall | B wall | B - A | A peak RSS | B peak RSS |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| pair | A wall | B wall | B - A | A CPU | B CPU | A peak RSS | B peak RSS |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         *(
             f"| {i} | {ra['seconds']:.2f} s | {rb['seconds']:.2f} s | {d:+.2f} s | "
+            f"{ra['cpu_seconds']:.1f} s | {rb['cpu_seconds']:.1f} s | "
             f"{ra['peak_rss_mib']:.0f} MiB | {rb['peak_rss_mib']:.0f} MiB |"
             for i, (ra, rb, d) in enumerate(zip(a, b, differences, strict=True), start=1)
         ),
