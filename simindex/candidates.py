@@ -9,7 +9,7 @@ O(n**2), and clustering still links them all.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +32,8 @@ DISTINCT_BATCH = 1 << 18
 # for each of by_component's passes over them, which hold the documents' arrays besides.
 MERGE_MEMORY = 16 * 2**20
 PASS_MEMORY = 4 * 2**20
+# The widest span of ids, per document, that positions() answers from a table.
+TABLE_SPAN = 4
 
 
 @dataclass
@@ -68,7 +70,7 @@ class Candidates:
         share a block. The 4M corpus's 5.8M candidates, in blocks of 8,192 pairs: 7.0M reads
         of 2.0M documents in (doc_a, doc_b) order, 3.2M grouped
         (benchmarks/bench_candidate_order.py). Three passes over the pairs, holding 12 bytes
-        a document: their documents; a union-find over the documents' positions, block by
+        a document (and positions' table): their documents; a union-find over the documents' positions, block by
         block; each block sorted by component, a run on disk when there are several, the
         runs merged back. The passes read the runs PASS_MEMORY at a time (16 MiB before):
         with the distinct documents found by insertion, dedup of the 4M corpus into SQLite
@@ -81,17 +83,18 @@ class Candidates:
             # id, which names the component (positions sort like ids).
             count = documents.shape[0]
             root = np.arange(count, dtype=np.int32 if count < 2**31 else np.int64)
+            position = positions(documents)
             for a, b in self._merged(PASS_MEMORY):
-                unite(root, np.searchsorted(documents, a), np.searchsorted(documents, b))
+                unite(root, position(a), position(b))
             flatten(root)
             for a, b in self._merged(PASS_MEMORY):  # stably: by (component, doc_a, doc_b)
-                component = root[np.searchsorted(documents, a)]
+                component = root[position(a)]
                 order = np.argsort(component, kind="stable")
                 if block is not None:
                     spool = spool or RunSpool()
                     runs.append(spool.add(*block))
                 block = component[order], a[order], b[order]
-            del documents, root
+            del documents, root, position
             self._documents = None
             self._close()
             if spool is None:  # one block: no runs to merge
@@ -188,6 +191,22 @@ def collect(
         runs.append(spool.add(doc_a, doc_b))
         doc_a, doc_b = doc_a[:0], doc_b[:0]
     return Candidates(hot, largest, (doc_a, doc_b), spool, runs)
+
+
+def positions(documents: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
+    """The function from ids among the sorted distinct ``documents`` to their positions in
+    it. A corpus's ids come from a sequence, so they are mostly dense: then a table indexed
+    by id answers (4 bytes an id of the span, at most TABLE_SPAN ids a document), a memory
+    read per look-up instead of a binary search over the documents (by_component looks up
+    every pair's documents twice, 17M look-ups at 4M documents); sparse ids are searched."""
+    count = documents.shape[0]
+    first = int(documents[0]) if count else 0
+    span = int(documents[-1]) - first + 1 if count else 0
+    if span > TABLE_SPAN * count or count >= 2**31:
+        return lambda ids: np.searchsorted(documents, ids)
+    table = np.zeros(span, dtype=np.int32)
+    table[documents - first] = np.arange(count, dtype=np.int32)
+    return lambda ids: table[ids - first].astype(np.intp)
 
 
 def _distinct_documents(blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> np.ndarray:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simindex import SignatureSpec, shingle_sets
-from simindex.candidates import bucket_pairs, collect, group_keys, unique_pairs
+from simindex.candidates import bucket_pairs, collect, group_keys, positions, unique_pairs
 from simindex.exact import rank_tokens, similar_pairs
 from simindex.shingle import ShingleSets
 from simindex.store import _parse_id_arrays
@@ -24,6 +24,25 @@ def test_collect_deduplicates_across_buckets_and_chunks():
     candidates = collect([chunk, chunk], max_bucket_size=10)
     assert list(zip(*candidates.arrays())) == [(1, 2)]
     assert candidates.largest_bucket == 2
+
+
+@pytest.mark.parametrize(
+    "documents",
+    [
+        np.arange(2**40, 2**40 + 1000, 3),  # dense (a table), from a sequence started high
+        np.array([5, 2**31 + 7, 2**62]),  # sparse (searched)
+        np.array([17]),
+        np.array([], dtype=np.int64),
+    ],
+)
+def test_positions_of_documents_are_their_places_in_the_sorted_ids(documents):
+    documents = documents.astype(np.int64)
+    rng = np.random.default_rng(5)
+    wanted = rng.choice(documents, size=50) if documents.size else documents
+    found = positions(documents)(wanted)
+    assert found.dtype == np.intp
+    assert np.array_equal(documents[found], wanted)
+    assert np.array_equal(found, np.searchsorted(documents, wanted))
 
 
 def test_a_hot_bucket_of_20000_members_costs_linear_pairs():
