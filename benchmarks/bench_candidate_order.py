@@ -5,7 +5,12 @@ of them) at once, one read per distinct document of the block. This script colle
 index's candidate pairs (the active banding's buckets, as `simindex pairs --full` does) and
 counts those reads, and the largest number of a block, for the pairs in (doc_a, doc_b) order
 (Candidates.blocks) and grouped by component (Candidates.by_component, what verification
-uses), with the components' sizes. No pair is verified; nothing is written to the index.
+uses), with the components' sizes, and the seconds it takes to make the blocks (grouping by
+component looks each pair's documents up: by a table indexed by id, and, for comparison, by
+binary search). It also times the signature estimate of every block's pairs as verification
+makes it (minhash.estimate_rows) against gathering the two signature matrices for NumPy's
+mean (minhash.estimate_jaccard), on random signatures of the index's length (the work does not
+depend on the values). No pair is verified; nothing is written to the index.
 
 Run from the repository root, on an index `simindex ingest` made:
     .venv/bin/python benchmarks/bench_candidate_order.py --db URL [--write-results]
@@ -26,10 +31,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pipeline import finish  # noqa: E402 (the sibling scripts)
 
+import simindex.candidates  # noqa: E402
 from simindex import Index  # noqa: E402
 from simindex.candidates import Candidates, collect  # noqa: E402
 from simindex.cluster import components  # noqa: E402
 from simindex.index import ESTIMATED_PAIRS  # noqa: E402
+from simindex.minhash import estimate_jaccard, estimate_rows  # noqa: E402
 from simindex.store import display_url  # noqa: E402
 
 
@@ -45,13 +52,37 @@ def reads(blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int, in
     into ESTIMATED_PAIRS pairs as verification cuts them."""
     started = time.perf_counter()
     pairs = total = largest = 0
-    for a, b in blocks:
+    for a, b in slices(blocks):
         pairs += a.size
-        for start in range(0, a.size, ESTIMATED_PAIRS):
-            part = slice(start, start + ESTIMATED_PAIRS)
-            count = np.unique(np.concatenate((a[part], b[part]))).size
-            total, largest = total + count, max(largest, count)
+        count = np.unique(np.concatenate((a, b))).size
+        total, largest = total + count, max(largest, count)
     return pairs, total, largest, time.perf_counter() - started
+
+
+def slices(blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> Iterable[tuple[np.ndarray, ...]]:
+    """The pairs of ``blocks`` ESTIMATED_PAIRS at a time, as verification cuts them."""
+    for a, b in blocks:
+        for start in range(0, a.size, ESTIMATED_PAIRS):
+            yield a[start : start + ESTIMATED_PAIRS], b[start : start + ESTIMATED_PAIRS]
+
+
+def estimate_seconds(blocks: Iterable[tuple[np.ndarray, np.ndarray]], num_perm: int) -> dict:
+    """Seconds to estimate every slice's pairs, each way, on random signatures of its
+    documents (the two ways' results compared)."""
+    rng = np.random.default_rng(0)
+    spent = {"gathered": 0.0, "by row": 0.0}
+    for a, b in slices(blocks):
+        ids = np.unique(np.concatenate((a, b)))
+        signed = rng.integers(0, 4, size=(ids.size, num_perm)).astype(np.uint32)
+        rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
+        started = time.perf_counter()
+        gathered = estimate_jaccard(signed[rows_a], signed[rows_b])
+        spent["gathered"] += time.perf_counter() - started
+        started = time.perf_counter()
+        by_row = estimate_rows(signed, rows_a, rows_b)
+        spent["by row"] += time.perf_counter() - started
+        assert np.array_equal(gathered, by_row)
+    return spent
 
 
 def main() -> None:
@@ -69,6 +100,10 @@ def main() -> None:
         del component
         ordered = reads(candidates(index).blocks())
         grouped = reads(candidates(index).by_component())
+        table_span, simindex.candidates.TABLE_SPAN = simindex.candidates.TABLE_SPAN, 0
+        searched = reads(candidates(index).by_component())
+        simindex.candidates.TABLE_SPAN = table_span
+        estimates = estimate_seconds(candidates(index).by_component(), index.spec.num_perm)
     started = datetime.now(UTC)
     lines = [
         f"## {started:%Y-%m-%d %H:%M} UTC: documents verification reads, by candidate order",
@@ -81,16 +116,23 @@ def main() -> None:
         f"{sizes.sum():,} documents in {sizes.size:,} components (largest {sizes.max():,}; "
         f"{(sizes <= 10).sum():,} of at most 10 documents); blocks of {ESTIMATED_PAIRS:,} pairs",
         "",
-        "| order | document reads | reads per document | most reads in a block | seconds to read |",
+        "| order | document reads | reads per document | most reads in a block | seconds to make the blocks |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     for name, (_, total, largest, seconds) in (
         ("(doc_a, doc_b): `Candidates.blocks`", ordered),
         ("by component: `Candidates.by_component`", grouped),
+        ("by component, positions by binary search (`TABLE_SPAN = 0`)", searched),
     ):
         lines.append(
             f"| {name} | {total:,} | {total / sizes.sum():.2f} | {largest:,} | {seconds:.1f} |"
         )
+    lines += [
+        "",
+        f"Signature estimates of every block's pairs ({index.spec.num_perm} values a "
+        f"signature): gathered matrices and NumPy's mean {estimates['gathered']:.2f} s, "
+        f"`estimate_rows` {estimates['by row']:.2f} s.",
+    ]
     finish("\n".join(lines) + "\n", args.write_results)
 
 
