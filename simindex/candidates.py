@@ -18,7 +18,7 @@ from numba import njit
 from simindex.chunking import spans
 from simindex.cluster import distinct, flatten, unite
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
-from simindex.runs import RunSpool
+from simindex.runs import RunSpool, packed
 
 # Candidate pairs (with repeats) that collect() gathers before merging them into the distinct
 # ones: ~70 bytes each while they are sorted.
@@ -288,11 +288,10 @@ def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     spans less than 2**32 (the ids of a corpus, wherever its sequence starts), a pair is
     packed into one integer, its offsets from the columns' least values, and sorted as one
     (one sort of values, not two of indices); otherwise the two columns are sorted together."""
-    if a.size and max(int(a.max()) - int(a.min()), int(b.max()) - int(b.min())) < 2**32:
-        low_a, low_b = a.min(), b.min()
-        high, low = (a - low_a).astype(np.uint64), (b - low_b).astype(np.uint64)
-        packed = np.unique((high << 32) | low)
-        high, low = (packed >> 32).astype(np.int64), (packed & 0xFFFF_FFFF).astype(np.int64)
+    if (pairs := packed(a, b)) is not None:
+        values, low_a, low_b = pairs
+        values = np.unique(values)
+        high, low = (values >> 32).astype(np.int64), (values & 0xFFFF_FFFF).astype(np.int64)
         return high + low_a, low + low_b
     order = np.lexsort((b, a))
     a, b = a[order], b[order]

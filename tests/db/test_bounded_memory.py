@@ -253,6 +253,24 @@ def test_run_spool_merges_runs_of_three_columns_in_order():
     spool.close()
 
 
+@pytest.mark.parametrize("spread", [4, 2**33], ids=["packed", "too-wide-to-pack"])
+def test_run_spool_merges_runs_of_two_columns_in_order(spread):
+    """Pairs merge as one packed value when both columns span less than 2**32, else by
+    lexsort: the same rows in the same order either way."""
+    rng = np.random.default_rng(11)
+    spool, runs, rows = simindex.runs.RunSpool(), [], []
+    for _ in range(4):
+        run = rng.integers(0, 4, size=(2, 30)) * (spread // 4) + 2**40
+        run = run[:, np.lexsort(run[::-1])]
+        runs.append(spool.add(*run))
+        rows.extend(zip(*run.tolist(), strict=True))
+    assert (simindex.runs.packed(*np.array(rows).T) is None) == (spread > 2**32)
+    merged = list(spool.merged(runs, memory=32 * 2 * 4 * 3))  # 3 rows a run at a time
+    assert len(merged) > 4
+    assert [r for block in merged for r in zip(*[c.tolist() for c in block])] == sorted(rows)
+    spool.close()
+
+
 def test_candidates_spooled_to_disk_give_the_same_pairs(db_url, news, tmp_path, monkeypatch):
     other = f"sqlite:///{tmp_path / 'whole.db'}"
     with Index.create(other, threshold=0.5) as index:
