@@ -250,7 +250,7 @@ def _merge_chunks(
     return merged_a[:n], merged_b[:n]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _merge_distinct(a1, b1, a2, b2, out_a, out_b):
     """Merge two runs of distinct pairs sorted by (a, b) into out_a, out_b, each pair once;
     returns how many were written."""
@@ -342,7 +342,7 @@ def _pair_counts(sizes: np.ndarray, max_bucket_size: int) -> np.ndarray:
     return np.where(sizes > max_bucket_size, sizes - 1, sizes * (sizes - 1) // 2)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _bucket_pairs_kernel(members, offsets, hot, starts, doc_a, doc_b):
     for i in range(offsets.shape[0] - 1):
         bucket = members[offsets[i] : offsets[i + 1]]

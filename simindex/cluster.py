@@ -38,7 +38,7 @@ def distinct(values: np.ndarray) -> np.ndarray:
     return values[first]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def unite(parent, a, b):
     """Join the sets of a[i] and b[i] (indices into ``parent``, a union-find forest, each
     entry its index's parent; np.arange(n) to start), edge after edge: the smaller root
@@ -58,7 +58,7 @@ def unite(parent, a, b):
             parent[x] = y
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def flatten(parent):
     """Point every entry of a union-find forest (see unite) at its root; returns it."""
     for i in range(parent.shape[0]):

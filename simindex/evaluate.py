@@ -344,7 +344,7 @@ def estimate_candidates(
     return estimates
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _mark_bucket_pairs(members, offsets, shares_key):
     """shares_key[a, b] = True (a < b) for every pair inside a bucket: distinct pairs in
     O(S**2) bits of memory, however many buckets repeat them."""

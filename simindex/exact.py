@@ -70,7 +70,7 @@ def rank_tokens(chunks: Callable[[], Iterable[ShingleSets]]) -> RankedSets:
     return RankedSets(sets, tokens, shared)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _rank_by_frequency(frequency, rank):
     """rank[token]: the token's place when ordered by frequency, ties by position (a stable
     counting sort, without argsort's 8 bytes a token)."""
@@ -84,7 +84,7 @@ def _rank_by_frequency(frequency, rank):
         start[frequency[token]] += 1
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _merge_counts(values_a, counts_a, values_b, counts_b):
     """The union of two ascending arrays of distinct values, with their counts summed
     (views of arrays as long as both inputs: a copy would hold them twice)."""
@@ -106,7 +106,7 @@ def _merge_counts(values_a, counts_a, values_b, counts_b):
     return values[:n], counts[:n]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _sort_runs(values, offsets):
     """Sort each run values[offsets[i]:offsets[i + 1]] in place."""
     for i in range(offsets.shape[0] - 1):
@@ -130,7 +130,7 @@ def similar_pairs(
     return a[order], b[order], jaccard[order]
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _ppjoin(ranked, offsets, n_tokens, shared, t):
     n = offsets.shape[0] - 1
     sizes = offsets[1:] - offsets[:-1]

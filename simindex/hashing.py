@@ -54,7 +54,7 @@ def splitmix64_stream(seed: int, count: int) -> np.ndarray:
     return _mix64_array(states)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _mix64_array(values):
     out = np.empty_like(values)
     for i in range(values.shape[0]):

@@ -1,9 +1,5 @@
 """The numba kernels: compiled on first use and cached on disk (``cache=True``).
 
-Every kernel releases the GIL (``nogil=True``): the pipelines run kernels on worker threads
-beside threads that read and write the database, which take the GIL back for every row they
-fetch, and a kernel holding it would stall them for its whole run.
-
 The first run after install (or after an upgrade, which changes the sources) would compile
 them a few at a time inside whichever commands come first, silently, for tens of seconds.
 :func:`compile_kernels` compiles them all at once on a throwaway index, so the CLI can say

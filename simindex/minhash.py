@@ -220,7 +220,7 @@ def estimate_rows(signatures: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True)
 def _estimate_rows_kernel(signatures, rows_a, rows_b, out):
     num_perm = signatures.shape[1]
     for p in range(rows_a.shape[0]):

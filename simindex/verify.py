@@ -115,7 +115,7 @@ def exact_jaccard(sets: ShingleSets, rows_a: np.ndarray, rows_b: np.ndarray) -> 
     return out
 
 
-@njit(parallel=True, cache=True, nogil=True)
+@njit(parallel=True, cache=True)
 def _jaccard_kernel(hashes, offsets, rows_a, rows_b, out):
     for p in prange(rows_a.shape[0]):
         i, i_end = offsets[rows_a[p]], offsets[rows_a[p] + 1]
