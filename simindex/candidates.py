@@ -70,9 +70,9 @@ class Candidates:
         share a block. The 4M corpus's 5.8M candidates, in blocks of 8,192 pairs: 7.0M reads
         of 2.0M documents in (doc_a, doc_b) order, 3.2M grouped
         (benchmarks/bench_candidate_order.py). Three passes over the pairs, holding 12 bytes
-        a document (and positions' table): their documents; a union-find over the documents' positions, block by
-        block; each block sorted by component, a run on disk when there are several, the
-        runs merged back. The passes read the runs PASS_MEMORY at a time (16 MiB before):
+        a document, and up to 16 more for the table of :func:`positions`: their documents;
+        a union-find over the documents' positions, block by block; each block sorted by
+        component, a run on disk when there are several, the runs merged back. The passes read the runs PASS_MEMORY at a time (16 MiB before):
         with the distinct documents found by insertion, dedup of the 4M corpus into SQLite
         peaked at 314, then 298, then 280 MiB (benchmarks/bench_ab.py ... --step dedup
         --size 4000000 --backend sqlite, RESULTS.md 2026-11-25 00:38 and 01:09 UTC)."""
@@ -197,8 +197,10 @@ def positions(documents: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """The function from ids among the sorted distinct ``documents`` to their positions in
     it. A corpus's ids come from a sequence, so they are mostly dense: then a table indexed
     by id answers (4 bytes an id of the span, at most TABLE_SPAN ids a document), a memory
-    read per look-up instead of a binary search over the documents (by_component looks up
-    every pair's documents twice, 17M look-ups at 4M documents); sparse ids are searched."""
+    read per look-up instead of a binary search over the documents. by_component makes three
+    look-ups a pair, 17M at 4M documents: its blocks took 8.0 s with the table, 10.8 s with
+    the search (benchmarks/bench_candidate_order.py, RESULTS.md 2026-11-27 14:08 UTC).
+    Sparse ids are searched."""
     count = documents.shape[0]
     first = int(documents[0]) if count else 0
     span = int(documents[-1]) - first + 1 if count else 0
