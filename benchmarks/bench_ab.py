@@ -106,9 +106,7 @@ def main() -> None:
             runs[commit].append(result)
     for path in out.parent.glob(f"{out.name}*"):  # the output and dedup's list of dropped
         path.unlink()
-    for database in {
-        id(d): d for d in [*indexed.values(), *([scratch] if scratch else [])]
-    }.values():
+    for database in {*indexed.values(), *([scratch] if scratch else [])}:  # each once
         database.drop()
 
     a, b = (runs[c] for c in commits)

@@ -72,10 +72,11 @@ class Candidates:
         (benchmarks/bench_candidate_order.py). Three passes over the pairs, holding 12 bytes
         a document, and up to 16 more for the table of :func:`positions`: their documents;
         a union-find over the documents' positions, block by block; each block sorted by
-        component, a run on disk when there are several, the runs merged back. The passes read the runs PASS_MEMORY at a time (16 MiB before):
-        with the distinct documents found by insertion, dedup of the 4M corpus into SQLite
-        peaked at 314, then 298, then 280 MiB (benchmarks/bench_ab.py ... --step dedup
-        --size 4000000 --backend sqlite, RESULTS.md 2026-11-25 00:38 and 01:09 UTC)."""
+        component, a run on disk when there are several, the runs merged back. The passes
+        read the runs PASS_MEMORY at a time (16 MiB before): with the distinct documents
+        found by insertion, dedup of the 4M corpus into SQLite peaked at 314, then 298, then
+        280 MiB (benchmarks/bench_ab.py ... --step dedup --size 4000000 --backend sqlite,
+        RESULTS.md 2026-11-25 00:38 and 01:09 UTC)."""
         spool, runs, block = None, [], None
         try:
             documents = self.documents()
@@ -198,8 +199,8 @@ def positions(documents: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     it. A corpus's ids come from a sequence, so they are mostly dense: then a table indexed
     by id answers (4 bytes an id of the span, at most TABLE_SPAN ids a document), a memory
     read per look-up instead of a binary search over the documents. by_component makes three
-    look-ups a pair, 17M at 4M documents: its blocks took 8.0 s with the table, 10.8 s with
-    the search (benchmarks/bench_candidate_order.py, RESULTS.md 2026-11-27 14:08 UTC).
+    look-ups a pair, 17M at 4M documents: its blocks took 4.1 s with the table, 9.7 s with
+    the search (benchmarks/bench_candidate_order.py, RESULTS.md 2026-11-27 14:18 UTC).
     Sparse ids are searched."""
     count = documents.shape[0]
     first = int(documents[0]) if count else 0

@@ -216,7 +216,10 @@ def estimate_rows(signatures: np.ndarray, rows_a: np.ndarray, rows_b: np.ndarray
     (benchmarks/bench_candidate_order.py, RESULTS.md 2026-11-27 14:18 UTC)."""
     out = np.empty(rows_a.shape[0], dtype=np.float64)
     _estimate_rows_kernel(
-        np.ascontiguousarray(signatures), rows_a.astype(np.int64), rows_b.astype(np.int64), out
+        np.ascontiguousarray(signatures),
+        rows_a.astype(np.int64, copy=False),
+        rows_b.astype(np.int64, copy=False),
+        out,
     )
     return out
 
