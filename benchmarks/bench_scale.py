@@ -11,8 +11,8 @@ records the wall time, the CPU time and the peak RSS (``ru_maxrss`` of that proc
   corpus into a second, fresh database.
 
 It also measures in-process point-query latency (``Index.query`` of 200 edited copies of corpus
-documents, bench_pipeline's query step) right after the load and, on PostgreSQL, again after a
-CHECKPOINT; the database size per document and per table; and the quality at scale: recall of
+documents, bench_pipeline's query step) right after the load (the ingest) and, on PostgreSQL,
+again after a CHECKPOINT; the database size per document and per table; and the quality at scale: recall of
 the generator's planted pairs (document, its edited source) whose exact Jaccard is >= 0.85
 (computed for those pairs only) among the exported pairs, and the lowest exported similarity.
 
@@ -52,7 +52,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -308,20 +308,31 @@ def bench(size: int, backend: str, args: argparse.Namespace, code: str) -> Itera
     result["interleaved"] = len(args.sizes) > 1 and not args.one_by_one
     saved = DATA / f"scale_result_{size}_{backend}.json"
 
-    def step(key: str, label: str, command: list[str]) -> Iterator[str]:
-        """Run and record a step, saving the run so far (a long run killed keeps it). The
-        writes of the steps before it (this size's or another's) are flushed first, so no step
-        pays for them."""
+    def step(
+        key: str, label: str, command: list[str], then: Callable[[], None] = lambda: None
+    ) -> Iterator[str]:
+        """Run and record a step, and ``then``, saving the run so far (a long run killed
+        keeps it). The writes of the steps before it (this size's or another's) are flushed
+        first, so no step pays for them."""
         os.sync()
         if backend == "pg":
             with pg_admin(args.pg_url) as conn:
                 conn.execute("CHECKPOINT")
         steps[key] = run_step(f"{label} ({size:,})", command)
+        then()
         result["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         saved.write_text(json.dumps(result, indent=1))
         yield key
 
-    yield from step("ingest", "ingest", [*base, "ingest", str(corpus), *on])
+    def latencies() -> None:
+        """Point queries right after the load (before another size's steps fill the page
+        cache with their index), then after a CHECKPOINT on PostgreSQL."""
+        result["latency_after_load"] = query_latency(db.url, queries)
+        if backend == "pg":
+            db.execute("CHECKPOINT")
+            result["latency_after_checkpoint"] = query_latency(db.url, queries)
+
+    yield from step("ingest", "ingest", [*base, "ingest", str(corpus), *on], then=latencies)
     yield from step("pairs", "pairs", [*base, "pairs", "--top", "0", *on])
     yield from step("clusters", "clusters", [*base, "clusters", "--top", "0", *on])
     pairs_csv = work / "pairs.csv"
@@ -333,10 +344,6 @@ def bench(size: int, backend: str, args: argparse.Namespace, code: str) -> Itera
     )
     result["quality"] = in_child("quality", str(pairs_csv), str(corpus), "0.8")
     print(f"  quality: {result['quality']}")
-    result["latency_after_load"] = query_latency(db.url, queries)
-    if backend == "pg":
-        db.execute("CHECKPOINT")
-        result["latency_after_checkpoint"] = query_latency(db.url, queries)
     yield from step("evaluate", "evaluate", [*base, "evaluate", "--json", *on])
     yield from step("query", "query --id", [*base, "query", "--id", "1", *on])
     tables = db.tables()
