@@ -45,6 +45,9 @@ from simindex.spec import SIGNATURE_DTYPE
 DEFAULT_PATH = "simindex.db"
 # Bound parameters per statement: below SQLite's 32,766 and PostgreSQL's 65,535.
 MAX_PARAMS = 30_000
+# Signatures one SQLite statement returns as one blob (see _selected_signatures): 51 MB at 128
+# values, far below SQLite's limit of 1 GB on a value.
+MAX_SELECTED = 100_000
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
 # Query parameters that carry a secret in a PostgreSQL URL (libpq's names).
@@ -702,10 +705,14 @@ class Store:
                 connection, f"document_id = ANY('{{{listed}}}'::bigint[])", num_perm
             )
         else:
-            among, params = self._among(ids.tolist(), "BIGINT")
-            found, matrix = self._selected_signatures(
-                connection, f"document_id {among}", params, num_perm
-            )
+            parts = [
+                self._selected_signatures(connection, f"document_id {among}", params, num_perm)
+                for among, params in (
+                    self._among(chunk, "BIGINT") for chunk in _chunks(ids.tolist(), MAX_SELECTED)
+                )
+            ]
+            found = np.concatenate([np.empty(0, np.int64), *(p[0] for p in parts)])
+            matrix = np.concatenate([np.empty((0, num_perm), np.uint32), *(p[1] for p in parts)])
         at = np.zeros(ids.shape[0], np.int64)  # the row of each id, where found
         if found.size:
             order = np.argsort(found)
@@ -742,16 +749,23 @@ class Store:
         self, connection: Connection, where: str, params: dict, num_perm: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """SQLite's (document ids, signatures as (n, num_perm) uint32) of the rows ``where``
-        selects (our SQL, with ``params``), in its order."""
-        statement = f"SELECT document_id, minhashes FROM signatures WHERE {where}"
-        rows = connection.execute(sa.text(statement), params).all()
-        found = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        from simindex.minhash import unpack  # numba: only where signatures are read
-
-        try:
-            return found, unpack((bytes(r[1]) for r in rows), num_perm)
-        except ValueError:
-            raise DatabaseError(_OTHER_LENGTH) from None
+        selects (our SQL, with ``params``), in its order. The rows come back as one row of
+        aggregates (ids as text, the signatures concatenated as one blob), as PostgreSQL's
+        COPY gives them: a row at a time, each took and gave back the GIL, which the threads
+        that verify and store pairs beside these reads hold most of the time."""
+        statement = (
+            "SELECT group_concat(document_id), min(length(minhashes)), max(length(minhashes)), "
+            "CAST(group_concat(minhashes, '') AS BLOB) "
+            f"FROM (SELECT document_id, minhashes FROM signatures WHERE {where}) AS s"
+        )
+        ids, shortest, longest, blob = connection.execute(sa.text(statement), params).one()
+        if ids is None:
+            return np.empty(0, np.int64), np.empty((0, num_perm), np.uint32)
+        if shortest != 4 * num_perm or longest != 4 * num_perm:
+            raise DatabaseError(_OTHER_LENGTH)
+        found = np.fromstring(ids, dtype=np.int64, sep=",")
+        matrix = np.frombuffer(blob, dtype=SIGNATURE_DTYPE).reshape(-1, num_perm)
+        return found, matrix.astype(np.uint32)
 
     def _copied_signatures(
         self, connection: Connection, where: str, num_perm: int
