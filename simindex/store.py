@@ -705,14 +705,15 @@ class Store:
                 connection, f"document_id = ANY('{{{listed}}}'::bigint[])", num_perm
             )
         else:
-            parts = [
-                self._selected_signatures(connection, f"document_id {among}", params, num_perm)
-                for among, params in (
-                    self._among(chunk, "BIGINT") for chunk in _chunks(ids.tolist(), MAX_SELECTED)
+            found, matrix = [np.empty(0, np.int64)], [np.empty((0, num_perm), np.uint32)]
+            for chunk in _chunks(ids.tolist(), MAX_SELECTED):
+                among, params = self._among(chunk, "BIGINT")
+                some = self._selected_signatures(
+                    connection, f"document_id {among}", params, num_perm
                 )
-            ]
-            found = np.concatenate([np.empty(0, np.int64), *(p[0] for p in parts)])
-            matrix = np.concatenate([np.empty((0, num_perm), np.uint32), *(p[1] for p in parts)])
+                found.append(some[0])
+                matrix.append(some[1])
+            found, matrix = np.concatenate(found), np.concatenate(matrix)
         at = np.zeros(ids.shape[0], np.int64)  # the row of each id, where found
         if found.size:
             order = np.argsort(found)
@@ -749,7 +750,7 @@ class Store:
         self, connection: Connection, where: str, params: dict, num_perm: int
     ) -> tuple[np.ndarray, np.ndarray]:
         """SQLite's (document ids, signatures as (n, num_perm) uint32) of the rows ``where``
-        selects (our SQL, with ``params``), in its order. The rows come back as one row of
+        selects (our SQL, with ``params``), sorted by id. The rows come back as one row of
         aggregates (ids as text, the signatures concatenated as one blob), as PostgreSQL's
         COPY gives them: a row at a time, each took and gave back the GIL, which the threads
         that verify and store pairs beside these reads hold most of the time (`pairs --full`
@@ -767,6 +768,9 @@ class Store:
             raise DatabaseError(_OTHER_LENGTH)
         found = np.fromstring(ids, dtype=np.int64, sep=",")
         matrix = np.frombuffer(blob, dtype=SIGNATURE_DTYPE).reshape(-1, num_perm)
+        if (np.diff(found) < 0).any():  # an aggregate takes its subquery's order by rule only
+            order = np.argsort(found)
+            return found[order], matrix[order].astype(np.uint32)
         return found, matrix.astype(np.uint32)
 
     def _copied_signatures(

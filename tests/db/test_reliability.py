@@ -100,6 +100,23 @@ def test_signatures_come_in_the_order_asked_and_a_missing_one_is_named(db_url, n
     assert np.array_equal(got, simindex.signatures(simindex.shingle_sets(texts, spec), spec))
 
 
+def test_signatures_read_a_few_statements_at_a_time_are_the_same(db_url, news, monkeypatch):
+    """SQLite reads MAX_SELECTED signatures a statement (each one row of aggregates): more
+    ids than that take several statements and give the same rows, in the order asked."""
+    with Index.create(db_url) as index:
+        index.add(news[:10])
+        store, num_perm = index._store, index.spec.num_perm
+        ids = np.array([7, 2, 9, 1, 10, 3, 5], dtype=np.int64)
+        with store.engine.connect() as connection:
+            whole = store.signatures_of(connection, ids, num_perm)
+            monkeypatch.setattr(simindex.store, "MAX_SELECTED", 3)
+            assert np.array_equal(store.signatures_of(connection, ids, num_perm), whole)
+            everything = np.concatenate(
+                [m for _, m in store.signature_chunks(connection, num_perm, 100)]
+            )
+    assert np.array_equal(whole, everything[ids - 1])
+
+
 def test_texts_are_read_as_utf8_in_id_order_and_a_missing_document_is_named(db_url, news):
     """Verification's texts: each stored text's UTF-8 bytes, in the order of the sorted ids,
     whatever its characters; an id with no document is a DatabaseError, not a wrong text."""
