@@ -766,7 +766,7 @@ class Store:
             return np.empty(0, np.int64), np.empty((0, num_perm), np.uint32)
         if shortest != 4 * num_perm or longest != 4 * num_perm:
             raise DatabaseError(_OTHER_LENGTH)
-        found = np.fromstring(ids, dtype=np.int64, sep=",")
+        found = _listed_integers(ids)
         matrix = np.frombuffer(blob, dtype=SIGNATURE_DTYPE).reshape(-1, num_perm)
         if (np.diff(found) < 0).any():  # an aggregate takes its subquery's order by rule only
             order = np.argsort(found)
@@ -803,8 +803,8 @@ class Store:
 
     def utf8_texts(self, connection: Connection, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The stored texts of the sorted document ids, in their order, as UTF-8: (data, uint8;
-        offsets, int64, n + 1), a text not kept empty. On PostgreSQL the server concatenates
-        them into one row (ids, lengths and texts, each one bytea): no Python object is made
+        offsets, int64, n + 1), a text not kept empty. The database concatenates them into
+        one row (ids, lengths and texts; see _selected_signatures): no Python object is made
         per text. Raises DatabaseError if a document is not stored."""
         among, params = self._among(ids.tolist(), "BIGINT")
         if self.dialect == "postgresql":
@@ -820,12 +820,14 @@ class Store:
             data = np.frombuffer(data or b"", np.uint8)
         else:
             statement = (
-                f"SELECT id, CAST(coalesce(text, '') AS BLOB) FROM documents WHERE id {among}"
+                "SELECT group_concat(id), group_concat(length(t)), "
+                "CAST(group_concat(t, '') AS BLOB) FROM (SELECT id, "
+                f"CAST(coalesce(text, '') AS BLOB) AS t FROM documents WHERE id {among} "
+                "ORDER BY id) AS s"
             )
-            rows = connection.execute(sa.text(statement), params).all()
-            found = np.fromiter((i for i, _ in rows), np.int64, len(rows))
-            lengths = np.fromiter((len(t) for _, t in rows), np.int64, len(rows))
-            data = np.frombuffer(b"".join(t for _, t in rows), np.uint8)
+            found, lengths, data = connection.execute(sa.text(statement), params).one()
+            found, lengths = _listed_integers(found), _listed_integers(lengths)
+            data = np.frombuffer(data or b"", np.uint8)
         if found.shape == ids.shape and (found == ids).all():
             offsets = np.zeros(ids.size + 1, dtype=np.int64)
             np.cumsum(lengths, out=offsets[1:])
@@ -904,16 +906,24 @@ class Store:
     def text_sizes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
         """Bytes of stored text (0 when not kept) of each of the sorted document ids."""
         among, params = self._among(ids.tolist(), "BIGINT")
-        size = (
-            "octet_length(text)" if self.dialect == "postgresql" else "length(CAST(text AS BLOB))"
-        )
-        rows = connection.execute(
-            sa.text(f"SELECT id, coalesce({size}, 0) FROM documents WHERE id {among} ORDER BY id"),
-            params,
-        ).all()
-        found = _int_rows(rows, 2)
         sizes = np.zeros(ids.shape[0], dtype=np.int64)
-        sizes[np.searchsorted(ids, found[:, 0])] = found[:, 1]
+        if self.dialect == "postgresql":
+            rows = connection.execute(
+                sa.text(
+                    f"SELECT id, coalesce(octet_length(text), 0) FROM documents WHERE id {among}"
+                ),
+                params,
+            ).all()
+            found = _int_rows(rows, 2)
+            sizes[np.searchsorted(ids, found[:, 0])] = found[:, 1]
+            return sizes
+        # One row of aggregates, as in _selected_signatures.
+        statement = (
+            "SELECT group_concat(id), group_concat(coalesce(length(CAST(text AS BLOB)), 0)) "
+            f"FROM documents WHERE id {among}"
+        )
+        found, lengths = connection.execute(sa.text(statement), params).one()
+        sizes[np.searchsorted(ids, _listed_integers(found))] = _listed_integers(lengths)
         return sizes
 
     def storage_problems(self, connection: Connection) -> list[str]:
@@ -2187,6 +2197,11 @@ def _parse_id_arrays(text: bytes) -> tuple[np.ndarray, np.ndarray]:
     offsets[1:] = np.searchsorted(commas, line_ends) + np.arange(1, line_ends.shape[0] + 1)
     members = np.fromstring(text.translate(_ARRAY_TEXT_SEPARATORS), dtype=np.int64, sep=" ")
     return members, offsets
+
+
+def _listed_integers(text: str | None) -> np.ndarray:
+    """The integers of SQLite's group_concat() of integers (None: no rows), as int64."""
+    return np.fromstring(text or "", dtype=np.int64, sep=",")
 
 
 def _int_rows(rows: Sequence[Sequence[int]], columns: int) -> np.ndarray:

@@ -118,8 +118,9 @@ def test_signatures_read_a_few_statements_at_a_time_are_the_same(db_url, news, m
 
 
 def test_texts_are_read_as_utf8_in_id_order_and_a_missing_document_is_named(db_url, news):
-    """Verification's texts: each stored text's UTF-8 bytes, in the order of the sorted ids,
-    whatever its characters; an id with no document is a DatabaseError, not a wrong text."""
+    """Verification's texts: each stored text's UTF-8 bytes and their sizes, in the order of
+    the sorted ids, whatever its characters; an id with no document is a DatabaseError, not a
+    wrong text."""
     stored = [
         ("a", "Plain ASCII TEXT"),
         ("b", "\tTabs  AND spaces "),
@@ -132,10 +133,12 @@ def test_texts_are_read_as_utf8_in_id_order_and_a_missing_document_is_named(db_u
         ids = np.array([1, 2, 3, 5], dtype=np.int64)
         with store.engine.connect() as connection:
             data, offsets = store.utf8_texts(connection, ids)
+            sizes = store.text_sizes(connection, np.append(ids, 99))
             with pytest.raises(DatabaseError, match="1 of 2 documents are not stored"):
                 store.utf8_texts(connection, np.array([2, 99], dtype=np.int64))
     got = [data[offsets[i] : offsets[i + 1]].tobytes().decode("utf-8") for i in range(4)]
     assert got == [stored[i - 1][1] for i in ids.tolist()]
+    assert sizes.tolist() == [len(stored[i - 1][1].encode()) for i in ids.tolist()] + [0]
 
 
 def test_kill_9_during_ingest_leaves_a_consistent_index_and_a_rerun_completes(db_url, tmp_path):
