@@ -49,6 +49,10 @@ MAX_PARAMS = 30_000
 # values, far below SQLite's limit of 1 GB on a value.
 MAX_SELECTED = 100_000
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+# SQLite's page cache per connection: SQLite's default for readers, more for a writer, whose
+# inserts land all over the pairs' and band keys' indexes.
+SQLITE_READER_CACHE_KIB = 2_000
+SQLITE_WRITER_CACHE_KIB = 32 * 1024
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
 # Query parameters that carry a secret in a PostgreSQL URL (libpq's names).
 _SECRET_PARAMETERS = {"password", "sslpassword"}
@@ -242,8 +246,16 @@ def _configure_sqlite(engine: Engine) -> None:
         # A writer takes the write lock up front, so what it reads (e.g. max(id)) stays true;
         # a load without the WAL (Store._without_wal) takes the database whole.
         options = connection.get_execution_options()
-        lock = options.get("simindex_lock", "IMMEDIATE") if options.get("simindex_write") else ""
+        write = bool(options.get("simindex_write"))
+        lock = options.get("simindex_lock", "IMMEDIATE") if write else ""
         connection.exec_driver_sql(f"BEGIN {lock}")
+        # A writer's index pages stay in its page cache (a reader streams pages it won't
+        # read again, so its cache stays small and its memory with it).
+        cache = -SQLITE_WRITER_CACHE_KIB if write else -SQLITE_READER_CACHE_KIB
+        info = connection.connection.info
+        if info.get("simindex_cache_size") != cache:
+            connection.exec_driver_sql(f"PRAGMA cache_size = {cache}")
+            info["simindex_cache_size"] = cache
 
 
 def _journal_mode(dbapi_connection: sqlite3.Connection, mode: str) -> str | None:
