@@ -50,7 +50,8 @@ MAX_PARAMS = 30_000
 MAX_SELECTED = 100_000
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 # SQLite's page cache per connection: SQLite's default for readers, more for a writer, whose
-# inserts land all over the pairs' and band keys' indexes.
+# inserts land all over the pairs' and band keys' indexes (`pairs --full` at 4M documents
+# 163.7 s before, 141.5 s after, one paired run: benchmarks/RESULTS.md, 2026-11-27 19:17 UTC).
 SQLITE_READER_CACHE_KIB = 2_000
 SQLITE_WRITER_CACHE_KIB = 32 * 1024
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers

@@ -205,3 +205,17 @@ def test_a_first_load_goes_through_the_wal_when_another_connection_has_the_file_
             index.add(news)
             assert (tmp_path / "shared.db-wal").stat().st_size > 0
         assert other.execute("SELECT count(*) FROM documents").fetchone() == (len(news),)
+
+
+def test_a_sqlite_writer_keeps_a_larger_page_cache_than_a_reader(tmp_path):
+    """A writer's inserts land all over the indexes, so its pages stay cached; a reader
+    streams pages once, so its cache (and memory) stays at SQLite's default. One pooled
+    connection switches as it serves one and then the other."""
+    with Index.create(tmp_path / "cache.db") as index:
+        store = index._store
+        sizes = []
+        for transaction in (store.write, store.read, store.write):
+            with transaction() as connection:
+                sizes.append(connection.exec_driver_sql("PRAGMA cache_size").scalar_one())
+    writer, reader = -store_module.SQLITE_WRITER_CACHE_KIB, -store_module.SQLITE_READER_CACHE_KIB
+    assert sizes == [writer, reader, writer]
