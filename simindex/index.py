@@ -957,7 +957,10 @@ class Index:
                     found.candidates += int(doc_a.size)
                     yield doc_a, doc_b
 
-            with self._candidate_signatures(reader, candidates, passed) as signatures:
+            with (
+                self._candidate_signatures(reader, candidates, passed) as signatures,
+                self._store.pair_inserts(connection),
+            ):
                 pairs = to_verify()
                 verified = self._verify(
                     connection, reader, signatures, pairs, threshold, text_bytes

@@ -49,11 +49,13 @@ MAX_PARAMS = 30_000
 # values, far below SQLite's limit of 1 GB on a value.
 MAX_SELECTED = 100_000
 SQLITE_BUSY_TIMEOUT_MS = 30_000
-# SQLite's page cache per connection: SQLite's default for readers, more for a writer, whose
-# inserts land all over the pairs' and band keys' indexes (`pairs --full` at 4M documents
-# 163.7 s before, 141.5 s after, one paired run: benchmarks/RESULTS.md, 2026-11-27 19:17 UTC).
-SQLITE_READER_CACHE_KIB = 2_000
-SQLITE_WRITER_CACHE_KIB = 32 * 1024
+# SQLite's page cache (KiB) of the connection that stores verified pairs, while it does
+# (SQLite's default: 2,000). The pairs land all over the pairs' two indexes: `pairs --full`
+# at 4M documents took 163.7 s with the default, 141.5 s with this cache for every writer
+# (one paired run: benchmarks/RESULTS.md, 2026-11-27 19:17 UTC). For every writer, the caches
+# of dedup's ingest and pairs took it to 322 MiB at 4M (19:20-19:58): hence for pairs alone.
+SQLITE_PAIRS_CACHE_KIB = 32 * 1024
+SQLITE_DEFAULT_CACHE_KIB = 2_000
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
 # Query parameters that carry a secret in a PostgreSQL URL (libpq's names).
 _SECRET_PARAMETERS = {"password", "sslpassword"}
@@ -247,16 +249,8 @@ def _configure_sqlite(engine: Engine) -> None:
         # A writer takes the write lock up front, so what it reads (e.g. max(id)) stays true;
         # a load without the WAL (Store._without_wal) takes the database whole.
         options = connection.get_execution_options()
-        write = bool(options.get("simindex_write"))
-        lock = options.get("simindex_lock", "IMMEDIATE") if write else ""
+        lock = options.get("simindex_lock", "IMMEDIATE") if options.get("simindex_write") else ""
         connection.exec_driver_sql(f"BEGIN {lock}")
-        # A writer's index pages stay in its page cache (a reader streams pages it won't
-        # read again, so its cache stays small and its memory with it).
-        cache = -SQLITE_WRITER_CACHE_KIB if write else -SQLITE_READER_CACHE_KIB
-        info = connection.connection.info
-        if info.get("simindex_cache_size") != cache:
-            connection.exec_driver_sql(f"PRAGMA cache_size = {cache}")
-            info["simindex_cache_size"] = cache
 
 
 def _journal_mode(dbapi_connection: sqlite3.Connection, mode: str) -> str | None:
@@ -1197,6 +1191,19 @@ class Store:
 
     def delete_pairs(self, connection: Connection, banding_id: int) -> None:
         connection.execute(pairs.delete().where(pairs.c.banding_id == banding_id))
+
+    @contextmanager
+    def pair_inserts(self, connection: Connection) -> Iterator[None]:
+        """The block in which ``connection`` stores verified pairs: on SQLite with a page
+        cache of SQLITE_PAIRS_CACHE_KIB, set back to the default (its pages freed) after."""
+        if self.dialect != "sqlite":
+            yield
+            return
+        connection.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_PAIRS_CACHE_KIB}")
+        try:
+            yield
+        finally:
+            connection.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_DEFAULT_CACHE_KIB}")
 
     def insert_pairs(
         self,

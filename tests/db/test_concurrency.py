@@ -207,15 +207,23 @@ def test_a_first_load_goes_through_the_wal_when_another_connection_has_the_file_
         assert other.execute("SELECT count(*) FROM documents").fetchone() == (len(news),)
 
 
-def test_a_sqlite_writer_keeps_a_larger_page_cache_than_a_reader(tmp_path):
-    """A writer's inserts land all over the indexes, so its pages stay cached; a reader
-    streams pages once, so its cache (and memory) stays at SQLite's default. One pooled
-    connection switches as it serves one and then the other."""
+def test_sqlite_stores_pairs_with_a_larger_page_cache_and_frees_it_after(tmp_path, news):
+    """Verified pairs land all over the pairs' indexes, so their inserts get a larger cache;
+    every other transaction keeps SQLite's default, so dedup's ingest and pairs don't hold
+    two large caches at once."""
+    seen = []
     with Index.create(tmp_path / "cache.db") as index:
+        index.add(news)
         store = index._store
-        sizes = []
-        for transaction in (store.write, store.read, store.write):
-            with transaction() as connection:
-                sizes.append(connection.exec_driver_sql("PRAGMA cache_size").scalar_one())
-    writer, reader = -store_module.SQLITE_WRITER_CACHE_KIB, -store_module.SQLITE_READER_CACHE_KIB
-    assert sizes == [writer, reader, writer]
+        insert = store.insert_pairs
+
+        def recording(connection, *args):
+            seen.append(connection.exec_driver_sql("PRAGMA cache_size").scalar_one())
+            insert(connection, *args)
+
+        store.insert_pairs = recording
+        index.find_pairs()
+        with store.write() as connection:
+            after = connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
+    assert seen and set(seen) == {-store_module.SQLITE_PAIRS_CACHE_KIB}
+    assert after == -store_module.SQLITE_DEFAULT_CACHE_KIB
