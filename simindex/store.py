@@ -52,10 +52,9 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 # SQLite's page cache (KiB) of the connection that stores verified pairs, while it does
 # (SQLite's default: 2,000). The pairs land all over the pairs' two indexes: `pairs --full`
 # at 4M documents took 163.7 s with the default, 141.5 s with this cache for every writer
-# (one paired run: benchmarks/RESULTS.md, 2026-11-27 19:17 UTC). For every writer, the caches
-# of dedup's ingest and pairs took it to 322 MiB at 4M (19:20-19:58): hence for pairs alone.
+# (one paired run: benchmarks/RESULTS.md, 2026-11-27 19:17 UTC). For every writer, `dedup`
+# at 4M peaked at 322 MiB; for pairs alone, at 263 MiB (same file, 18:50-20:35).
 SQLITE_PAIRS_CACHE_KIB = 32 * 1024
-SQLITE_DEFAULT_CACHE_KIB = 2_000
 WRITER_LOCK = 0x51D1DE  # the PostgreSQL advisory lock key that serializes simindex writers
 # Query parameters that carry a secret in a PostgreSQL URL (libpq's names).
 _SECRET_PARAMETERS = {"password", "sslpassword"}
@@ -913,25 +912,24 @@ class Store:
     def text_sizes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
         """Bytes of stored text (0 when not kept) of each of the sorted document ids."""
         among, params = self._among(ids.tolist(), "BIGINT")
-        sizes = np.zeros(ids.shape[0], dtype=np.int64)
-        if self.dialect == "postgresql":
-            rows = connection.execute(
-                sa.text(
-                    f"SELECT id, coalesce(octet_length(text), 0) FROM documents WHERE id {among}"
-                ),
-                params,
-            ).all()
-            found = _int_rows(rows, 2)
-            sizes[np.searchsorted(ids, found[:, 0])] = found[:, 1]
-            return sizes
-        # One row of aggregates, as in _selected_signatures.
-        statement = (
-            "SELECT group_concat(id), group_concat(coalesce(length(CAST(text AS BLOB)), 0)) "
+        size = (
+            "octet_length(text)" if self.dialect == "postgresql" else "length(CAST(text AS BLOB))"
+        )
+        statement = (  # one row of aggregates, as in _selected_signatures
+            f"SELECT {self._listed('id')}, {self._listed(f'coalesce({size}, 0)')} "
             f"FROM documents WHERE id {among}"
         )
         found, lengths = connection.execute(sa.text(statement), params).one()
+        sizes = np.zeros(ids.shape[0], dtype=np.int64)
         sizes[np.searchsorted(ids, _listed_integers(found))] = _listed_integers(lengths)
         return sizes
+
+    def _listed(self, expression: str) -> str:
+        """SQL aggregating the integers ``expression`` into one comma-separated text (read
+        back by _listed_integers)."""
+        if self.dialect == "postgresql":
+            return f"string_agg(CAST({expression} AS text), ',')"
+        return f"group_concat({expression})"
 
     def storage_problems(self, connection: Connection) -> list[str]:
         """Damage to a SQLite file itself (PRAGMA quick_check), one sentence per finding (at
@@ -1195,15 +1193,16 @@ class Store:
     @contextmanager
     def pair_inserts(self, connection: Connection) -> Iterator[None]:
         """The block in which ``connection`` stores verified pairs: on SQLite with a page
-        cache of SQLITE_PAIRS_CACHE_KIB, set back to the default (its pages freed) after."""
+        cache of SQLITE_PAIRS_CACHE_KIB, set back to the connection's own after."""
         if self.dialect != "sqlite":
             yield
             return
+        before = connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
         connection.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_PAIRS_CACHE_KIB}")
         try:
             yield
         finally:
-            connection.exec_driver_sql(f"PRAGMA cache_size = -{SQLITE_DEFAULT_CACHE_KIB}")
+            connection.exec_driver_sql(f"PRAGMA cache_size = {int(before)}")
 
     def insert_pairs(
         self,
@@ -2220,7 +2219,7 @@ def _parse_id_arrays(text: bytes) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _listed_integers(text: str | None) -> np.ndarray:
-    """The integers of SQLite's group_concat() of integers (None: no rows), as int64."""
+    """The integers of a comma-separated text (Store._listed; None: no rows), as int64."""
     return np.fromstring(text or "", dtype=np.int64, sep=",")
 
 
