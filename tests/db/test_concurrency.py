@@ -207,7 +207,7 @@ def test_a_first_load_goes_through_the_wal_when_another_connection_has_the_file_
         assert other.execute("SELECT count(*) FROM documents").fetchone() == (len(news),)
 
 
-def test_sqlite_stores_pairs_with_a_larger_page_cache_and_frees_it_after(tmp_path, news):
+def test_sqlite_stores_pairs_with_a_larger_page_cache_and_sets_it_back_after(tmp_path, news):
     """Verified pairs land all over the pairs' indexes, so their inserts get a larger cache;
     every other transaction keeps SQLite's default, so dedup's ingest and pairs don't hold
     two large caches at once."""
