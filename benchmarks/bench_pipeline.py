@@ -345,11 +345,13 @@ def step_export(url: str, out: str) -> dict:
     return {"pairs": len(rows), "seconds": seconds}
 
 
-def step_query(url: str, queries: str) -> dict:
+def step_query(url: str, queries: str, rounds: int = 1) -> dict:
+    """Point queries after a warm-up; ``rounds`` times over (one p50 over more queries, for
+    comparing a change of tenths of a millisecond on a noisy host)."""
     from simindex import Index
 
     texts = json.loads(Path(queries).read_text(encoding="utf-8"))
-    warm, timed_queries = texts[:WARMUP_QUERIES], texts[WARMUP_QUERIES:]
+    warm, timed_queries = texts[:WARMUP_QUERIES], texts[WARMUP_QUERIES:] * rounds
     with Index.open(url) as index:
         started = time.perf_counter()
         for q in warm:
