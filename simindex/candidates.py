@@ -293,7 +293,7 @@ def unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (one sort of values, not two of indices); otherwise the two columns are sorted together."""
     if (pairs := packed(a, b)) is not None:
         values, low_a, low_b = pairs
-        values = np.unique(values)
+        values = distinct(values)
         high, low = (values >> 32).astype(np.int64), (values & 0xFFFF_FFFF).astype(np.int64)
         return high + low_a, low + low_b
     order = np.lexsort((b, a))

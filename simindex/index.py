@@ -1113,6 +1113,7 @@ class Index:
         looks both up at once.
         `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
         after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
+        from simindex.cluster import distinct
         from simindex.minhash import estimate_rows
         from simindex.verify import estimate_floor
 
@@ -1120,14 +1121,14 @@ class Index:
 
         def plausible(pairs: tuple[np.ndarray, np.ndarray]) -> tuple[Any, ...]:
             a, b = pairs
-            ids = np.unique(np.concatenate((a, b)))
+            ids = distinct(np.concatenate((a, b)))
             signed = signatures(ids)
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_rows(signed, rows_a, rows_b) >= floor
                 a, b = a[keep], b[keep]
             # Only the plausible pairs' documents are sized (their texts read); others count 0.
-            sized = np.unique(np.concatenate((a, b)))
+            sized = distinct(np.concatenate((a, b)))
             sizes = np.zeros(ids.shape, np.int64)
             sizes[np.searchsorted(ids, sized)] = self._document_bytes(reader, sized)
             return a, b, (ids, signed), sizes
@@ -1149,7 +1150,9 @@ class Index:
         """The documents of the pairs (a[i], b[i]): (sorted ids, their signatures from
         ``signed`` (sorted ids and their signatures, read already), their texts as UTF-8
         (see Store.utf8_texts), read here, or None without kept text)."""
-        ids = np.unique(np.concatenate((a, b)))
+        from simindex.cluster import distinct
+
+        ids = distinct(np.concatenate((a, b)))
         signed_ids, signatures = signed
         texts = self._store.utf8_texts(connection, ids) if self.keep_text else None
         return ids, signatures[np.searchsorted(signed_ids, ids)], texts
