@@ -15,7 +15,12 @@ copies bench_pipeline.py and bench_scale.py time, after the same warm-up) this s
   same parameters on the driver's own cursor (psycopg or sqlite3), the rows fetched; server
   (PostgreSQL), planning and execution time as EXPLAIN ANALYZE reports them, with the shared
   buffers it hit and those it had to read (a page not among PostgreSQL's shared buffers);
-- round trip: `SELECT 1` on the driver's cursor.
+- round trip: `SELECT 1` on the driver's cursor;
+- pages read per query (PostgreSQL): the blocks of the index's tables and indexes that were
+  not among the shared buffers (read from the OS's page cache or the disk), over the whole
+  run, warm-up included, per query (pg_statio_user_tables; a server process reports its
+  counts when it ends, so they are read after the index's connections are closed). The
+  repeats above find their pages in the buffers: these are the whole queries' reads.
 
 Each figure is the median and the 99th percentile over the queries, in milliseconds.
 
@@ -111,6 +116,17 @@ def measure(index: Index, texts: list[str]) -> dict[str, list[float]]:
     return parts
 
 
+def blocks_read(index: Index) -> int | None:
+    """The blocks the server has read for the index's tables and their indexes since its
+    statistics were reset (None on SQLite)."""
+    if index._store.dialect != "postgresql":
+        return None
+    columns = "heap_blks_read + coalesce(idx_blks_read, 0) + coalesce(toast_blks_read, 0)"
+    statement = f"SELECT sum({columns}) FROM pg_statio_user_tables"
+    with index._store.engine.connect() as connection:
+        return int(connection.exec_driver_sql(statement).scalar_one())
+
+
 def report(parts: dict[str, list[float]], db: str, queries: str, documents: int) -> str:
     lines = [
         f"## {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC: a point query's parts",
@@ -127,7 +143,7 @@ def report(parts: dict[str, list[float]], db: str, queries: str, documents: int)
     ]
     order = ["whole", "statement in whole", "sign", "rest of whole", "lookup", "driver"]
     order += ["server", "round trip"]
-    for name in order + ["candidates", "buffers hit", "buffers read"]:
+    for name in order + ["candidates", "buffers hit", "buffers read", "pages read per query"]:
         if name not in parts:
             continue
         values = np.array(parts[name]) * (1000 if name in order else 1)
@@ -145,10 +161,16 @@ def main() -> None:
     args = parser.parse_args()
     texts = [q["text"] for q in json.loads(Path(args.queries).read_text(encoding="utf-8"))]
     with Index.open(args.db) as index:
+        before = blocks_read(index)
         for text in texts[:WARMUP_QUERIES]:
             index.query(text)
         parts = measure(index, texts[WARMUP_QUERIES:])
-        documents = index.stats()["documents"]
+        with index._transaction() as connection:
+            documents = index._store.document_count(connection)
+        index.close()  # its server processes end and report what they read
+        if before is not None:
+            time.sleep(1)
+            parts["pages read per query"] = [(blocks_read(index) - before) / len(texts)]
     finish(report(parts, args.db, args.queries, documents), args.write_results)
 
 
