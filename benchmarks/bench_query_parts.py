@@ -47,10 +47,7 @@ from bench_pipeline import WARMUP_QUERIES, finish  # noqa: E402 (the sibling scr
 
 from simindex import Index  # noqa: E402
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE  # noqa: E402
-from simindex.minhash import signatures  # noqa: E402
-from simindex.shingle import normalize, shingle_sets  # noqa: E402
 from simindex.store import display_url  # noqa: E402
-from simindex.verify import Profiles  # noqa: E402
 
 
 def measure(index: Index, texts: list[str]) -> dict[str, list[float]]:
@@ -81,8 +78,7 @@ def measure(index: Index, texts: list[str]) -> dict[str, list[float]]:
             record("statement in whole", statement["seconds"])
 
             started = time.perf_counter()
-            sets = shingle_sets([normalize(text)], index.spec)
-            profile = Profiles(signatures(sets, index.spec), sets)
+            profile = index._text_profile(text)
             record("sign", time.perf_counter() - started)
 
             started = time.perf_counter()

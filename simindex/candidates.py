@@ -16,9 +16,9 @@ import numpy as np
 from numba import njit
 
 from simindex.chunking import spans
-from simindex.cluster import distinct, flatten, unite
+from simindex.cluster import flatten, unite
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
-from simindex.runs import RunSpool, packed
+from simindex.runs import RunSpool, distinct, packed, pair_documents
 
 # Candidate pairs (with repeats) that collect() gathers before merging them into the distinct
 # ones: ~70 bytes each while they are sorted.
@@ -220,7 +220,7 @@ def _distinct_documents(blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> np.n
     what it did to dedup's peak)."""
     found, pending, count = np.empty(0, np.int64), [], 0
     for a, b in blocks:
-        pending.append(distinct(np.concatenate((a, b))))
+        pending.append(pair_documents(a, b))
         count += pending[-1].shape[0]
         if count >= DISTINCT_BATCH:
             found = _insert_distinct(found, distinct(np.concatenate(pending)))

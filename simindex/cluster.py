@@ -12,6 +12,8 @@ from typing import Literal
 import numpy as np
 from numba import njit
 
+from simindex.runs import pair_documents
+
 Rule = Literal["earliest", "longest"]
 RULES: tuple[Rule, ...] = ("earliest", "longest")
 
@@ -22,20 +24,10 @@ def components(doc_a: np.ndarray, doc_b: np.ndarray) -> tuple[np.ndarray, np.nda
     Returns (documents, component): every document on an edge (sorted, int64) and the
     smallest document id of its component. Cost O(edges * log), memory ~40 bytes an edge.
     """
-    documents = distinct(np.concatenate((doc_a, doc_b)))
+    documents = pair_documents(doc_a, doc_b)
     parent = np.arange(documents.shape[0])
     unite(parent, np.searchsorted(documents, doc_a), np.searchsorted(documents, doc_b))
     return documents, documents[flatten(parent)]
-
-
-def distinct(values: np.ndarray) -> np.ndarray:
-    """The distinct values, sorted: ``values`` sorted in place, then the first of each run,
-    positions found later by binary search. np.unique would hash (several times slower on
-    the ids of millions of pairs) or, asked for positions, add argsort and inverse arrays."""
-    values.sort()
-    first = np.ones(values.shape[0], dtype=bool)
-    first[1:] = values[1:] != values[:-1]
-    return values[first]
 
 
 @njit(cache=True, nogil=True)

@@ -51,6 +51,7 @@ from simindex.errors import (
     SpecMismatchError,
 )
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
+from simindex.runs import pair_documents
 from simindex.spec import SignatureSpec
 from simindex.store import (
     DEFAULT_LOCK_TIMEOUT,
@@ -735,6 +736,11 @@ class Index:
         earliest documents) are compared, as find_pairs links a hot bucket's members to
         one: a match found only through such buckets, and not among their earliest
         members, is missed. That bounds a query's time and memory on skewed data."""
+        profile = self._text_profile(text)
+        return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=None)
+
+    def _text_profile(self, text: str) -> Profiles:
+        """The signature (and shingle set, when text is kept) of a query text."""
         from simindex.minhash import signatures
         from simindex.shingle import normalize, shingle_sets
         from simindex.verify import Profiles
@@ -745,8 +751,7 @@ class Index:
                 "the query text is empty after normalization: nothing to compare"
             )
         sets = shingle_sets([normalized], self.spec)
-        profile = Profiles(signatures(sets, self.spec), sets if self.keep_text else None)
-        return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=None)
+        return Profiles(signatures(sets, self.spec), sets if self.keep_text else None)
 
     def query_id(
         self,
@@ -1113,7 +1118,6 @@ class Index:
         looks both up at once.
         `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
         after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
-        from simindex.cluster import distinct
         from simindex.minhash import estimate_rows
         from simindex.verify import estimate_floor
 
@@ -1121,14 +1125,14 @@ class Index:
 
         def plausible(pairs: tuple[np.ndarray, np.ndarray]) -> tuple[Any, ...]:
             a, b = pairs
-            ids = distinct(np.concatenate((a, b)))
+            ids = pair_documents(a, b)
             signed = signatures(ids)
             if self.keep_text and floor > 0:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_rows(signed, rows_a, rows_b) >= floor
                 a, b = a[keep], b[keep]
             # Only the plausible pairs' documents are sized (their texts read); others count 0.
-            sized = distinct(np.concatenate((a, b)))
+            sized = pair_documents(a, b)
             sizes = np.zeros(ids.shape, np.int64)
             sizes[np.searchsorted(ids, sized)] = self._document_bytes(reader, sized)
             return a, b, (ids, signed), sizes
@@ -1150,9 +1154,7 @@ class Index:
         """The documents of the pairs (a[i], b[i]): (sorted ids, their signatures from
         ``signed`` (sorted ids and their signatures, read already), their texts as UTF-8
         (see Store.utf8_texts), read here, or None without kept text)."""
-        from simindex.cluster import distinct
-
-        ids = distinct(np.concatenate((a, b)))
+        ids = pair_documents(a, b)
         signed_ids, signatures = signed
         texts = self._store.utf8_texts(connection, ids) if self.keep_text else None
         return ids, signatures[np.searchsorted(signed_ids, ids)], texts
@@ -1181,7 +1183,7 @@ class Index:
         """(estimated, exact or None) Jaccard of the stored documents a[i] and b[i]."""
         from simindex.verify import compare
 
-        ids = np.unique(np.concatenate((a, b)))
+        ids = pair_documents(a, b)
         profiles, _ = self._profiles(connection, ids)
         return compare(profiles, np.searchsorted(ids, a), np.searchsorted(ids, b))
 
@@ -1190,7 +1192,7 @@ class Index:
     ) -> Iterator[tuple[int, int]]:
         """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
         ``text_bytes`` (see _pair_spans), their sizes read on ``connection``."""
-        ids = np.unique(np.concatenate((a, b)))
+        ids = pair_documents(a, b)
         return _pair_spans(a, b, ids, self._document_bytes(connection, ids), text_bytes)
 
     def _document_bytes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
@@ -1307,7 +1309,7 @@ class Index:
             return
         # Incremental: merge the clusters the new pairs touch. Each old cluster enters as a
         # star (member - representative), which keeps it connected.
-        touched = np.unique(np.concatenate((doc_a, doc_b)))
+        touched = pair_documents(doc_a, doc_b)
         old = np.unique(
             np.array(
                 list(self._store.clusters_of(connection, banding_id, touched).values()),

@@ -1,7 +1,8 @@
 """Sorted runs on disk, merged in bounded memory: how rows of int64 columns that outgrow
 memory come out in order (lexicographic, first column first). Band keys (key, document id)
 of a bulk load and candidate pairs (doc_a, doc_b) of a large corpus, then the same pairs by
-component (component, doc_a, doc_b), are sorted this way."""
+component (component, doc_a, doc_b), are sorted this way; and the sorting helpers they and
+the pipeline share (pairs packed into one value, distinct ids)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,21 @@ class RunSpool:
 
     def close(self) -> None:
         self._file.close()
+
+
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values, sorted: ``values`` sorted in place, then the first of each run,
+    positions found later by binary search. np.unique would hash (several times slower on
+    the ids of millions of pairs) or, asked for positions, add argsort and inverse arrays."""
+    values.sort()
+    first = np.ones(values.shape[0], dtype=bool)
+    first[1:] = values[1:] != values[:-1]
+    return values[first]
+
+
+def pair_documents(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The sorted distinct document ids of the pairs (a[i], b[i])."""
+    return distinct(np.concatenate((a, b)))
 
 
 def packed(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int, int] | None:
