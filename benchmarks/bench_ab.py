@@ -10,8 +10,9 @@ under benchmarks/data/).
 Steps: ``ingest`` (the corpus into a new index, text kept), ``pairs`` (``pairs --full`` on
 an index that each commit ingested once before its runs; with ``--one-index``, on one index
 that A ingested, which both commits' runs rebuild in turn: half the disk and page cache, and
-the same file under both, for changes that leave the schema alone) or ``dedup`` (the corpus
-through ``simindex dedup`` into a new index).
+the same file under both, for changes that leave the schema alone), ``reband`` (bench_scale's
+``reband --bands 42 --rows 3``, without activating it, on indexes made as for ``pairs``: each
+run adds a banding) or ``dedup`` (the corpus through ``simindex dedup`` into a new index).
 
 Run from the repository root:
     .venv/bin/python benchmarks/bench_ab.py A_COMMIT B_COMMIT --step ingest [--size 400000]
@@ -47,6 +48,12 @@ from bench_scale import (  # noqa: E402
     warm_up,
 )
 
+# The command of a step run on an index ingested before the runs.
+STEP_ARGS = {
+    "pairs": ["pairs", "--full", "--top", "0"],
+    "reband": ["reband", "--bands", "42", "--rows", "3", "--no-activate", "-y"],
+}
+
 
 def fresh_database(args: argparse.Namespace, name: str) -> Database:
     database = Database(args.backend, name, args.pg_url, args.sqlite_dir)
@@ -58,13 +65,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("a")
     parser.add_argument("b")
-    parser.add_argument("--step", choices=["ingest", "pairs", "dedup"], required=True)
+    parser.add_argument("--step", choices=["ingest", "pairs", "reband", "dedup"], required=True)
     parser.add_argument("--size", type=int, default=400_000)
     parser.add_argument("--pairs", type=int, default=5)
     parser.add_argument("--backend", choices=["pg", "sqlite"], default="pg")
     parser.add_argument("--pg-url", default=DEFAULT_PG)
     parser.add_argument("--sqlite-dir", type=Path, default=Path("/tmp"))
-    parser.add_argument("--one-index", action="store_true", help="pairs: one index for both")
+    parser.add_argument(
+        "--one-index", action="store_true", help="pairs, reband: one index for both"
+    )
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args()
 
@@ -79,7 +88,7 @@ def main() -> None:
     out = args.sqlite_dir / "bench_ab_dedup.jsonl"
     indexed: dict[str, Database] = {}
     scratch: Database | None = None  # the new index of an ingest or dedup run
-    if args.step == "pairs":  # one index per commit, loaded once
+    if args.step in ("pairs", "reband"):  # one index per commit, loaded once
         for i, commit in enumerate(commits[:1] if args.one_index else commits):
             indexed[commit] = fresh_database(args, f"bench_ab_{i}")
             run_step(
@@ -90,9 +99,9 @@ def main() -> None:
     runs: dict[str, list[dict]] = {commit: [] for commit in commits}
     for pair in range(1, args.pairs + 1):
         for commit in commits:
-            if args.step == "pairs":
+            if args.step in ("pairs", "reband"):
                 url = indexed[commit].url
-                command = [*SIMINDEX, "pairs", "--full", "--top", "0", "--db", url]
+                command = [*SIMINDEX, *STEP_ARGS[args.step], "--db", url]
             else:
                 scratch = fresh_database(args, "bench_ab")
                 command = (
