@@ -664,18 +664,27 @@ class Store:
     def _bulk_insert(
         self, connection: Connection, table: str, columns: list[str], rows: Iterable[Sequence]
     ) -> None:
-        """PostgreSQL: COPY; SQLite: executemany. ``table`` and ``columns`` are our constants."""
+        """PostgreSQL: COPY; SQLite: executemany of INSERTs of _SQLITE_ROWS rows each, as
+        for band keys (see _SQLITE_KEY_ROWS). ``table`` and ``columns`` are our constants."""
         if self.dialect == "postgresql":
             cursor = connection.connection.dbapi_connection.cursor()
             with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
             return
-        placeholders = ", ".join("?" for _ in columns)
+        values = f"({', '.join('?' for _ in columns)})"
+        insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
+        rows = list(rows)
+        whole = len(rows) // _SQLITE_ROWS * _SQLITE_ROWS
         cursor = connection.connection.dbapi_connection.cursor()
         cursor.executemany(
-            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({placeholders})", rows
+            insert + ", ".join([values] * _SQLITE_ROWS),
+            (
+                list(itertools.chain.from_iterable(rows[start : start + _SQLITE_ROWS]))
+                for start in range(0, whole, _SQLITE_ROWS)
+            ),
         )
+        cursor.executemany(insert + values, rows[whole:])
         cursor.close()
 
     def document_count(self, connection: Connection) -> int:
@@ -1654,6 +1663,9 @@ COPY_TEXT_CHARS = 2**20
 BULK_SORT_MEMORY = 8 * 2**20
 _WRITE_ROWS = 131_072
 _SQLITE_KEY_ROWS = 250
+# Rows per SQLite INSERT of other bulk writes (documents, signatures, pairs; seven bound
+# parameters a row at most, within SQLite's 32,766).
+_SQLITE_ROWS = 100
 
 
 def _key_rows(
