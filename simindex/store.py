@@ -1664,7 +1664,9 @@ BULK_SORT_MEMORY = 8 * 2**20
 _WRITE_ROWS = 131_072
 _SQLITE_KEY_ROWS = 250
 # Rows per SQLite INSERT of other bulk writes (documents, signatures, pairs; seven bound
-# parameters a row at most, within SQLite's 32,766).
+# parameters a row at most, within SQLite's 32,766). A row per statement, the writing thread
+# waited for the GIL back after each row: ingest at 4M took 196.0 s, at 100 rows 163.6 s (one
+# paired run: benchmarks/RESULTS.md, 2026-11-28 16:26 UTC).
 _SQLITE_ROWS = 100
 
 
