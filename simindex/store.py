@@ -664,27 +664,22 @@ class Store:
     def _bulk_insert(
         self, connection: Connection, table: str, columns: list[str], rows: Iterable[Sequence]
     ) -> None:
-        """PostgreSQL: COPY; SQLite: executemany of INSERTs of _SQLITE_ROWS rows each, as
-        for band keys (see _SQLITE_KEY_ROWS). ``table`` and ``columns`` are our constants."""
+        """PostgreSQL: COPY; SQLite: INSERTs of _SQLITE_ROWS rows each (see _sqlite_inserts).
+        ``table`` and ``columns`` are our constants."""
         if self.dialect == "postgresql":
             cursor = connection.connection.dbapi_connection.cursor()
             with cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as copy:
                 for row in rows:
                     copy.write_row(row)
             return
-        values = f"({', '.join('?' for _ in columns)})"
-        insert = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-        rows = list(rows)
-        whole = len(rows) // _SQLITE_ROWS * _SQLITE_ROWS
         cursor = connection.connection.dbapi_connection.cursor()
-        cursor.executemany(
-            insert + ", ".join([values] * _SQLITE_ROWS),
-            (
-                list(itertools.chain.from_iterable(rows[start : start + _SQLITE_ROWS]))
-                for start in range(0, whole, _SQLITE_ROWS)
-            ),
+        _sqlite_inserts(
+            cursor,
+            f"INSERT INTO {table} ({', '.join(columns)}) VALUES ",
+            f"({', '.join('?' for _ in columns)})",
+            list(itertools.chain.from_iterable(rows)),
+            _SQLITE_ROWS,
         )
-        cursor.executemany(insert + values, rows[whole:])
         cursor.close()
 
     def document_count(self, connection: Connection) -> int:
@@ -1670,6 +1665,25 @@ _SQLITE_KEY_ROWS = 250
 _SQLITE_ROWS = 100
 
 
+def _sqlite_inserts(
+    cursor: sqlite3.Cursor, insert: str, values: str, flat: list, per_statement: int
+) -> None:
+    """Rows into SQLite, given as one flat list of their bound values: ``insert`` is the
+    statement up to VALUES, ``values`` one row's tuple (its ? are a row's values). Sent
+    ``per_statement`` rows per INSERT, the last rows one at a time, each way by one
+    executemany, which crosses from Python into SQLite once a statement."""
+    width = values.count("?")
+    step = width * per_statement
+    whole = len(flat) // step * step
+    cursor.executemany(
+        insert + ", ".join([values] * per_statement),
+        (flat[start : start + step] for start in range(0, whole, step)),
+    )
+    cursor.executemany(
+        insert + values, (flat[start : start + width] for start in range(whole, len(flat), width))
+    )
+
+
 def _key_rows(
     keys: np.ndarray, owners: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
@@ -1785,15 +1799,11 @@ class BandKeyWriter:
         cursor = self._connection.connection.dbapi_connection.cursor()
         rows = np.column_stack((key, document_id))
         bounds = [0, *(np.flatnonzero(np.diff(band)) + 1).tolist(), band.shape[0]]
+        insert = "INSERT INTO band_keys (banding_id, band, key, document_id) VALUES "
         for start, end in itertools.pairwise(bounds):
             values = f"({int(self._banding_id)}, {int(band[start])}, ?, ?)"
-            insert = "INSERT INTO band_keys (banding_id, band, key, document_id) VALUES "
-            whole = start + (end - start) // _SQLITE_KEY_ROWS * _SQLITE_KEY_ROWS
-            cursor.executemany(
-                insert + ", ".join([values] * _SQLITE_KEY_ROWS),
-                rows[start:whole].reshape(-1, 2 * _SQLITE_KEY_ROWS).tolist(),
-            )
-            cursor.executemany(insert + values, rows[whole:end].tolist())
+            flat = rows[start:end].reshape(-1).tolist()
+            _sqlite_inserts(cursor, insert, values, flat, _SQLITE_KEY_ROWS)
         cursor.close()
 
     def insert_staged(self, rows: str) -> None:
