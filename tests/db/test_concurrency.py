@@ -229,3 +229,31 @@ def test_sqlite_stores_pairs_with_a_larger_page_cache_and_sets_it_back_after(tmp
             after = connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
     assert seen and set(seen) == {-store_module.SQLITE_PAIRS_CACHE_KIB}
     assert after == before == -2_000  # SQLite's default
+
+
+def test_a_new_sqlite_index_has_large_pages_and_one_made_with_small_pages_keeps_them(
+    tmp_path, news
+):
+    """A new file gets store.SQLITE_PAGE_SIZE; an index whose file was made with SQLite's
+    default pages (an earlier simindex) keeps them through every write, WAL ones included."""
+    new, old = tmp_path / "new.db", tmp_path / "old.db"
+    with closing(sqlite3.connect(old)) as connection:
+        connection.execute("PRAGMA page_size = 4096")
+        connection.execute("VACUUM")  # an empty database file with 4 KiB pages
+    for path in (new, old):
+        with Index.create(path, threshold=0.8) as index:
+            index.add(news[:60])  # the first load (rollback journal)
+            index.add(news[60:])  # through the WAL
+            index.reband(16, 8)
+            index.find_pairs()
+            assert index.check() == [] and index.stats()["documents"] == len(news)
+    sizes = {}
+    for path in (new, old):
+        with closing(sqlite3.connect(path)) as connection:
+            sizes[path] = connection.execute("PRAGMA page_size").fetchone()[0]
+    assert sizes == {new: store_module.SQLITE_PAGE_SIZE, old: 4096}
+    found = {}
+    for path in (new, old):
+        with Index.open(path) as index:
+            found[path] = sorted((p.id_a, p.id_b) for p in index.pairs())
+    assert found[new] == found[old] and found[new]

@@ -274,8 +274,13 @@ def test_a_full_disk_is_one_clear_error_and_the_index_is_unchanged(tmp_path, new
         index.add(news[:10])
         engine = index._store.engine
         engine.dispose()
-        # Let the file grow by a few pages only: the next big write fills the "disk".
-        sa.event.listen(engine, "connect", lambda c, _: c.execute("PRAGMA max_page_count = 60"))
+
+        def nearly_full(connection, _record):
+            """Let the file grow by a few pages only: the next big write fills the "disk"."""
+            (pages,) = connection.execute("PRAGMA page_count").fetchone()
+            connection.execute(f"PRAGMA max_page_count = {pages + 3}")
+
+        sa.event.listen(engine, "connect", nearly_full)
         with pytest.raises(DatabaseError, match="database or disk is full"):
             index.add(news[10:])
     with Index.open(url) as index:
