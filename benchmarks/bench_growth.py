@@ -90,6 +90,11 @@ def profile(step: str, path: Path) -> tuple[float, Counter]:
     return wall, seconds
 
 
+def ratio_of(large: float, small: float) -> str:
+    """large / small, or a dash where the small one is too few samples to divide by."""
+    return f"{large / small:.1f}x" if small >= 5 / FREQUENCY else "—"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--step", choices=sorted(STEP_ARGS), required=True)
@@ -123,10 +128,10 @@ def main() -> None:
         "",
         f"| | {small:,} | {large:,} | ratio |",
         "| --- | ---: | ---: | ---: |",
-        f"| wall | {wall_s:.2f} s | {wall_l:.2f} s | {wall_l / wall_s:.1f}x |",
+        f"| wall | {wall_s:.2f} s | {wall_l:.2f} s | {ratio_of(wall_l, wall_s)} |",
         *(
             f"| CPU, {part or 'all'} | {total(cpu_s, part):.2f} s | {total(cpu_l, part):.2f} s "
-            f"| {total(cpu_l, part) / max(total(cpu_s, part), 1e-9):.1f}x |"
+            f"| {ratio_of(total(cpu_l, part), total(cpu_s, part))} |"
             for part in (None, "user", "kernel")
         ),
         "",
@@ -137,7 +142,7 @@ def main() -> None:
         "| --- | --- | ---: | ---: | ---: | ---: |",
         *(
             f"| {name} | {kind} | {cpu_s[(kind, name)]:.2f} s | {cpu_l[(kind, name)]:.2f} s | "
-            f"{cpu_l[(kind, name)] / max(cpu_s[(kind, name)], 1e-9):.1f}x | "
+            f"{ratio_of(cpu_l[(kind, name)], cpu_s[(kind, name)])} | "
             f"{excess[(kind, name)]:+.2f} s |"
             for kind, name in sorted(names, key=lambda n: -excess[n])[: args.top]
         ),
