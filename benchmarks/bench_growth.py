@@ -26,16 +26,18 @@ import os
 import platform
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pipeline import corpus_name, corpus_path, finish  # noqa: E402 (the sibling scripts)
+from bench_pipeline import corpus_name, corpus_path, finish, git  # noqa: E402 (sibling scripts)
 from bench_scale import SEED, SIMINDEX, in_child, warm_up  # noqa: E402
 
 STEP_ARGS = {
@@ -57,6 +59,13 @@ def index_of(size: int, directory: Path) -> Path:
         subprocess.run([*SIMINDEX, "ingest", str(corpus), "--db", str(path)], check=True,
                        capture_output=True)  # fmt: skip
     return path
+
+
+def page_size(path: Path) -> int:
+    """The index file's page size (a new index's is store.SQLITE_PAGE_SIZE, an older one's its
+    own): the WAL and page-cache costs this script finds depend on it."""
+    with closing(sqlite3.connect(path)) as connection:
+        return int(connection.execute("PRAGMA page_size").fetchone()[0])
 
 
 def profile(step: str, path: Path) -> tuple[float, Counter]:
@@ -107,7 +116,10 @@ def main() -> None:
         sys.exit("Error: this benchmark needs Linux perf (`perf` is not on PATH)")
     small, large = sorted(args.sizes)
     warm_up(dict(os.environ))
-    runs = {size: profile(args.step, index_of(size, args.dir)) for size in (small, large)}
+    paths = {size: index_of(size, args.dir) for size in (small, large)}
+    runs = {size: profile(args.step, path) for size, path in paths.items()}
+    pages = sorted({page_size(path) for path in paths.values()})
+    edited = " with uncommitted changes" if git("status", "--porcelain", "simindex") else ""
     (wall_s, cpu_s), (wall_l, cpu_l) = runs[small], runs[large]
     ratio = large / small
     names = set(cpu_s) | set(cpu_l)
@@ -121,7 +133,9 @@ def main() -> None:
         f"faster than the corpus, by function ({small:,} and {large:,} documents)",
         "",
         f"- Machine: nproc {os.cpu_count()}, {platform.machine()}, Python "
-        f"{platform.python_version()}; SQLite indexes made by `simindex ingest`",
+        f"{platform.python_version()}; SQLite indexes made by `simindex ingest`, pages of "
+        f"{' and '.join(f'{p:,}' for p in pages)} bytes",
+        f"- Code: simindex of {git('rev-parse', '--short=10', 'HEAD')}{edited}",
         f"- Command: `.venv/bin/python benchmarks/bench_growth.py --step {args.step} "
         f"--sizes {small} {large}`; `perf record -F {FREQUENCY}` of "
         f"`simindex {' '.join(STEP_ARGS[args.step])}`",
