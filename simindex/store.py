@@ -54,7 +54,8 @@ SQLITE_BUSY_TIMEOUT_MS = 30_000
 # the frames the transaction wrote before, in one hash table per 4,096 frames: a cost that
 # grows with the square of the write (`reband` with 4 KiB pages: 0.05 s of CPU at 400k
 # documents, 6.0 s at 4M; benchmarks/RESULTS.md, 2026-11-28 18:48 UTC). Pages four times
-# larger make four times fewer frames, searched sixteen times less.
+# larger: a quarter of the frames, so a quarter of the look-ups, each through a quarter of
+# the hash tables.
 SQLITE_PAGE_SIZE = 16_384
 # SQLite's page cache (KiB) of the connection that stores verified pairs, while it does
 # (SQLite's default: 2,000). The pairs land all over the pairs' two indexes: `pairs --full`
