@@ -1253,6 +1253,13 @@ def stats(
             "-" if b["pairs_threshold"] is None else str(b["pairs_threshold"]),
         )
     out.print(table)
+    building = [str(b["id"]) for b in result["bandings"] if b["state"] == "building"]
+    if building:
+        out.print(
+            f"building bandings {', '.join(building)}: a `simindex reband` is building them, or "
+            "stopped before it finished (they are used by nothing; `simindex reband "
+            "--drop-old` removes them)",
+        )
     if result["retired_bandings"]:
         out.print(
             f"retired bandings {', '.join(map(str, result['retired_bandings']))}: their band "

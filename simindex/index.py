@@ -11,6 +11,7 @@ reads is one snapshot of the index (docs/reliability.md).
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import sys
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
     from simindex.signature_file import SignatureFile
     from simindex.verify import Profiles
 
+log = logging.getLogger("simindex")
 # Signatures per chunk of reband()'s one pass over them, times its bands: band key rows per
 # write to its bulk writer (which holds and sorts them in bounded memory: BandKeyWriter).
 REBAND_STREAM_ROWS = 200_000
@@ -1441,34 +1443,80 @@ class Index:
         activate: bool = True,
         drop_old: bool = False,
     ) -> int:
-        """Build a banding (bands x rows) from the stored signatures, in one transaction;
-        readers keep using the active banding until it commits. Returns its id.
+        """Build a banding (bands x rows) from the stored signatures; readers keep using the
+        active banding until the build commits. Returns its id.
 
-        ``drop_old`` removes the other bandings in that transaction; on PostgreSQL their
+        On PostgreSQL the build is one transaction. On SQLite its band keys are committed in
+        parts (see store.BandKeyWriter), the banding ``building`` (used by nothing) until the
+        last part, whose transaction adds the keys of documents indexed meanwhile, removes
+        those of documents deleted meanwhile, and completes it; a build that fails removes
+        its banding.
+
+        ``drop_old`` removes the other bandings when the build completes; on PostgreSQL their
         band keys (partitions) are dropped right after it, each attempt bounded so that
         readers wait at most store.DROP_LOCK_TIMEOUT_MS; when readers hold them through
         every attempt, they stay retired (unused, listed by stats) until a later write."""
         lsh.check_banding(bands, rows, self.spec.num_perm)
-        with self._transaction(write=True) as connection:
-            old = self._store.bandings(connection)
-            banding_id = self._store.create_banding(connection, bands, rows)
-            writer = self._store.band_key_writer(connection, banding_id, bulk=True)
-            per_chunk = max(1, REBAND_STREAM_ROWS // bands)
-            num_perm = self.spec.num_perm
-            for ids, sigs in self._store.signature_chunks(connection, num_perm, per_chunk):
-                writer.write(ids, lsh.band_keys(sigs, bands, rows))
-            writer.finish()
-            self._store.complete_banding(connection, banding_id)
-            if activate:
-                self._store.activate_banding(connection, banding_id)
-            if drop_old:
-                for banding in old:
-                    if activate or not banding["is_active"]:
-                        self._store.drop_banding(connection, banding["id"])
+        writer = None
+        try:
+            with self._transaction(write=True) as connection:
+                banding_id = self._store.create_banding(connection, bands, rows)
+                through = self._store.max_document_id(connection)
+                writer = self._store.band_key_writer(connection, banding_id, bulk=True, parts=True)
+                per_chunk = max(1, REBAND_STREAM_ROWS // bands)
+                num_perm, scanned = self.spec.num_perm, 0
+                for ids, sigs in self._store.signature_chunks(connection, num_perm, per_chunk):
+                    writer.write(ids, lsh.band_keys(sigs, bands, rows))
+                    scanned += ids.size
+                writer.finish()
+                if writer.committed:
+                    self._catch_up(connection, banding_id, bands, rows, through, scanned)
+                self._store.complete_banding(connection, banding_id)
+                if activate:
+                    self._store.activate_banding(connection, banding_id)
+                if drop_old:  # those of now: others may have come between the parts
+                    for banding in self._store.bandings(connection):
+                        if banding["id"] != banding_id and (activate or not banding["is_active"]):
+                            self._store.drop_banding(connection, banding["id"])
+        except BaseException:
+            if writer is not None and writer.committed:
+                self._discard_banding(banding_id)
+            raise
         if drop_old:
             with _database_errors(self._store):
                 self._store.drop_retired_bandings()
         return banding_id
+
+    def _catch_up(
+        self,
+        connection: Connection,
+        banding_id: int,
+        bands: int,
+        rows: int,
+        through: int,
+        scanned: int,
+    ) -> None:
+        """Bring a banding built in parts up to date with the documents indexed and deleted
+        between the parts: its keys were computed from the ``scanned`` signatures of the
+        documents up to id ``through``. The new documents' keys are added; if some of those
+        documents are gone, the keys of documents not indexed are removed."""
+        writer = self._store.band_key_writer(connection, banding_id, bulk=False)
+        chunks = self._store.signature_chunks(connection, self.spec.num_perm, SCAN_ROWS, through)
+        for ids, sigs in chunks:
+            writer.write(ids, lsh.band_keys(sigs, bands, rows))
+        if self._store.signature_count(connection, through) < scanned:
+            self._store.delete_unindexed_band_keys(connection, banding_id)
+
+    def _discard_banding(self, banding_id: int) -> None:
+        """Remove a banding whose build failed after committing parts of it. If that fails
+        too (the database is gone, the disk full), it stays ``building``: used by nothing,
+        listed by `simindex stats`, removed by a later `simindex reband --drop-old`."""
+        try:
+            with self._transaction(write=True) as connection:
+                if self._store.has_banding(connection, banding_id):
+                    self._store.drop_banding(connection, banding_id)
+        except Exception as exc:  # the build's own error is the one to report
+            log.warning("Could not remove banding %s, left building: %s", banding_id, exc)
 
     def activate(self, banding_id: int) -> None:
         """Make a complete banding (built by ``reband(..., activate=False)``) the active

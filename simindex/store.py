@@ -422,6 +422,23 @@ class Store:
                 raise self._lock_timeout_error("another writer") from None
             raise
 
+    def commit_part(self, connection: Connection) -> None:
+        """Commit a SQLite write transaction's work so far and go on in a new one, begun as
+        any write is (waiting for another writer up to lock_timeout): a write committed in
+        parts keeps one part at a time in the WAL (see BandKeyWriter). Other writers may run
+        between the parts."""
+        connection.connection.dbapi_connection.execute("COMMIT")
+        self._begin_part(connection)
+
+    def _begin_part(self, connection: Connection) -> None:
+        self._wait_for_sqlite_writer(connection)
+        try:
+            connection.connection.dbapi_connection.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if "database is locked" in str(exc):
+                raise self._lock_timeout_error("another writer") from None
+            raise
+
     def _writer_lock_key(self) -> str:
         """The advisory lock's two keys, as SQL: one lock per index (schema), so the
         indexes of one database don't wait for each other."""
@@ -1043,10 +1060,35 @@ class Store:
         return retired
 
     def band_key_writer(
-        self, connection: Connection, banding_id: int, *, bulk: bool
+        self, connection: Connection, banding_id: int, *, bulk: bool, parts: bool = False
     ) -> BandKeyWriter:
-        """Where the band keys of one banding are written (bulk: see BandKeyWriter)."""
-        return BandKeyWriter(self, connection, banding_id, bulk)
+        """Where the band keys of one banding are written (bulk, parts: see BandKeyWriter)."""
+        return BandKeyWriter(self, connection, banding_id, bulk, parts)
+
+    def has_banding(self, connection: Connection, banding_id: int) -> bool:
+        return (
+            connection.scalar(select(bandings.c.id).where(bandings.c.id == banding_id)) is not None
+        )
+
+    def signature_count(self, connection: Connection, through: int) -> int:
+        """Stored signatures of the documents with ids up to ``through``."""
+        return int(
+            connection.scalar(
+                select(func.count())
+                .select_from(signatures)
+                .where(signatures.c.document_id <= through)
+            )
+        )
+
+    def delete_unindexed_band_keys(self, connection: Connection, banding_id: int) -> None:
+        """The band keys of a banding whose document is not indexed (deleted while a
+        re-band in parts wrote them): a pass over the banding's keys."""
+        connection.execute(
+            band_keys.delete().where(
+                band_keys.c.banding_id == banding_id,
+                band_keys.c.document_id.not_in(select(documents.c.id)),
+            )
+        )
 
     def bandings(self, connection: Connection) -> list[dict[str, Any]]:
         rows = connection.execute(select(bandings).order_by(bandings.c.id)).mappings()
@@ -1665,6 +1707,8 @@ COPY_TEXT_CHARS = 2**20
 # SQLite INSERT (two bound parameters each): one statement of many rows crosses from Python
 # into SQLite once for all of them, executemany once a row.
 BULK_SORT_MEMORY = 8 * 2**20
+# Band-key rows a SQLite re-band commits at a time (see BandKeyWriter): ~190 MB of WAL.
+SQLITE_PART_ROWS = 8_000_000
 _WRITE_ROWS = 131_072
 _SQLITE_KEY_ROWS = 250
 # Rows per SQLite INSERT of other bulk writes (documents, signatures, pairs; seven bound
@@ -1731,10 +1775,30 @@ class BandKeyWriter:
     with no VACUUM); finish() builds its primary key with one sort and attaches it as the
     banding's partition, so readers see nothing of it until then. Inserting the same rows
     into a live B-tree of random keys is several times slower.
+
+    With ``parts`` (a re-band of a SQLite index), the rows are committed SQLITE_PART_ROWS at
+    a time (Store.commit_part). In one transaction, SQLite's WAL holds every page the write
+    makes until the commit (4 GB for a re-band of 4M documents), then copies them into the
+    database: the WAL's pages are new file pages, which this host's kernel makes slowly
+    (benchmarks/RESULTS.md, 2026-11-28 20:5x UTC). In parts, the WAL is copied after each
+    part and written over from its start by the next. Other writers may run between the
+    parts, so the banding must be one they leave alone (``building``: loads fill complete
+    bandings only); the caller brings it up to date in the last part's transaction (see
+    Index.reband). Each part checks that the banding still exists.
     """
 
-    def __init__(self, store: Store, connection: Connection, banding_id: int, bulk: bool):
+    def __init__(
+        self,
+        store: Store,
+        connection: Connection,
+        banding_id: int,
+        bulk: bool,
+        parts: bool = False,
+    ):
         self._store, self._connection, self._banding_id = store, connection, banding_id
+        self._parts = parts and store.dialect == "sqlite"
+        self._part_rows = 0  # rows written since the last part was committed
+        self.committed = False  # whether a part was committed (the banding exists)
         self._table = "band_keys"
         self._new_table = False
         self._bulk = bulk
@@ -1801,6 +1865,21 @@ class BandKeyWriter:
                 )  # fmt: skip
             else:
                 self._insert_sqlite(band[part], key[part], document_id[part])
+                self._part_rows += band[part].shape[0]
+                if self._parts and self._part_rows >= SQLITE_PART_ROWS:
+                    self._next_part()
+
+    def _next_part(self) -> None:
+        """Commit the rows so far and go on in a new transaction (see the class)."""
+        self.committed = True  # perhaps only the parts before: Index.reband checks
+        self._store.commit_part(self._connection)
+        self._part_rows = 0
+        if not self._store.has_banding(self._connection, self._banding_id):
+            raise DatabaseError(
+                f"banding {self._banding_id} was removed while it was being built (by "
+                "`simindex reband --drop-old`, which removes every other banding): this "
+                "re-band stopped; run it again if its banding is still wanted"
+            )
 
     def _insert_sqlite(self, band: np.ndarray, key: np.ndarray, document_id: np.ndarray) -> None:
         """Rows into SQLite's band_keys, _SQLITE_KEY_ROWS per INSERT, the banding and the

@@ -1,0 +1,206 @@
+"""A SQLite re-band commits its band keys in parts (store.BandKeyWriter, Index.reband): the WAL
+holds one part at a time, writers between the parts are caught up with, and a build that
+fails or loses its banding leaves nothing behind (docs/reliability.md)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import sqlalchemy as sa
+from typer.testing import CliRunner
+
+from simindex import Index
+from simindex import banding as lsh
+from simindex import store as store_module
+from simindex.cli import app
+from simindex.errors import DatabaseError
+from simindex.store import Store
+
+runner = CliRunner()
+PART_ROWS = 100  # the 100 news stories' keys of one band: a part per band
+
+
+def _keys(url: str, banding_id: int) -> set[tuple[int, int, int]]:
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            f"SELECT band, key, document_id FROM band_keys WHERE banding_id = {banding_id}"
+        ).all()
+    engine.dispose()
+    return {tuple(row) for row in rows}
+
+
+def _expected_keys(index: Index, bands: int, rows: int) -> set[tuple[int, int, int]]:
+    """The band keys of every indexed document, computed from its stored signature."""
+    with index._store.read() as connection:
+        ids, sigs = zip(*index._store.signature_chunks(connection, index.spec.num_perm, 10**6))
+    ids, keys = np.concatenate(ids), lsh.band_keys(np.concatenate(sigs), bands, rows)
+    return {(b, int(keys[i, b]), int(d)) for i, d in enumerate(ids) for b in range(bands)}
+
+
+def _between_parts(monkeypatch, action) -> list[int]:
+    """Run ``action(part)`` between a re-band's parts (after a part's commit, before the
+    next part begins: no lock held); returns the parts' count as they go."""
+    begin = Store._begin_part
+    parts = []
+
+    def hooked(store, connection):
+        parts.append(len(parts) + 1)
+        action(parts[-1])
+        begin(store, connection)
+
+    monkeypatch.setattr(Store, "_begin_part", hooked)
+    return parts
+
+
+def test_a_sqlite_reband_in_parts_holds_one_part_in_the_wal(tmp_path, news, monkeypatch):
+    """Each part's commit copies the WAL into the database (SQLite's automatic checkpoint,
+    here after every commit: at its default, after 16 MB, a part being ~190 MB), and the next
+    part writes the WAL over from its start: the file never holds more than a part."""
+    corpus = [(f"{copy}-{i}", text, {}) for copy in range(20) for i, text, _ in news]
+    monkeypatch.setattr(store_module, "_WRITE_ROWS", 1_000)  # the rows of an INSERT batch
+    wal_sizes = {}
+    for name, part_rows in [("whole", 10**9), ("parts", 1_000)]:
+        monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", part_rows)
+        url = f"sqlite:///{tmp_path / name}.db"
+        with Index.create(url, bands=16, rows=8) as index:
+            index.add(corpus)
+            index._store.engine.dispose()
+            sa.event.listen(
+                index._store.engine,
+                "connect",
+                lambda connection, _: connection.execute("PRAGMA wal_autocheckpoint = 1"),
+            )
+            parts = _between_parts(monkeypatch, lambda part: None)
+            built = index.reband(10, 12)
+            wal_sizes[name] = os.path.getsize(tmp_path / f"{name}.db-wal")
+            assert _keys(url, built) == _expected_keys(index, 10, 12)
+            assert [b["id"] for b in index.bandings() if b["is_active"]] == [built]
+            assert index.check() == []
+        assert len(parts) == (20 if name == "parts" else 0)  # 20,000 rows, 1,000 a part
+    # One transaction's WAL holds every page of the banding; in parts, about a tenth.
+    assert wal_sizes["parts"] * 4 < wal_sizes["whole"]
+
+
+def test_writers_between_the_parts_are_caught_up_with(tmp_path, news, monkeypatch):
+    monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", PART_ROWS)
+    url = f"sqlite:///{tmp_path / 'index.db'}"
+    first, later = news[:70], news[70:]
+    with Index.create(url, bands=16, rows=8) as index:
+        index.add(first)
+        deleted = [first[0][0], first[33][0]]
+        replaced = (first[5][0], later[0][1], {})  # the same id, another text: a new document
+
+        def other_writers(part: int) -> None:
+            with Index.open(url) as other:
+                if part == 2:
+                    other.add(later[1:15])
+                    other.delete(deleted)
+                if part == 5:
+                    other.add([replaced], on_duplicate="replace")
+                    other.add(later[15:])
+
+        parts = _between_parts(monkeypatch, other_writers)
+        built = index.reband(10, 12)
+        assert len(parts) >= 5
+        assert index.stats()["documents"] == 70 - 2 + 29
+        assert _keys(url, built) == _expected_keys(index, 10, 12)
+        assert index.check() == []
+
+
+@pytest.fixture
+def indexed(tmp_path, news, monkeypatch) -> Iterator[tuple[str, Index]]:
+    """(url, index) of the news stories in SQLite, re-bands committing PART_ROWS a part."""
+    monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", PART_ROWS)
+    url = f"sqlite:///{tmp_path / 'index.db'}"
+    with Index.create(url, bands=16, rows=8) as index:
+        index.add(news)
+        yield url, index
+
+
+def test_a_reband_that_fails_between_parts_leaves_no_banding(indexed, monkeypatch):
+    url, index = indexed
+    before = index.bandings()
+
+    def fail(part: int) -> None:
+        if part == 3:
+            raise OSError(28, "No space left on device")
+
+    _between_parts(monkeypatch, fail)
+    with pytest.raises(OSError, match="No space left"):
+        index.reband(10, 12)
+    assert index.bandings() == before
+    assert _keys(url, before[-1]["id"] + 1) == set()
+    assert index.check() == []
+
+
+def test_a_reband_whose_banding_another_drops_stops_with_a_clear_error(indexed, monkeypatch):
+    """`reband --drop-old` elsewhere, between this re-band's parts, removes its banding."""
+    url, index = indexed
+    kept = []
+
+    def other_reband(part: int) -> None:
+        if part == 2:
+            monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", 10**9)  # theirs: whole
+            with Index.open(url) as other:
+                kept.append(other.reband(20, 6, drop_old=True))
+            monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", PART_ROWS)
+
+    _between_parts(monkeypatch, other_reband)
+    with pytest.raises(DatabaseError, match="was removed while it was being built"):
+        index.reband(10, 12)
+    assert [b["id"] for b in index.bandings()] == kept
+    engine = sa.create_engine(url)
+    with engine.connect() as connection:
+        keyed = connection.exec_driver_sql("SELECT DISTINCT banding_id FROM band_keys").all()
+    engine.dispose()
+    assert [row[0] for row in keyed] == kept  # no stray keys of the stopped re-band
+    assert index.check() == []
+
+
+KILLED_REBAND = """
+import os, signal, sys
+from simindex import Index
+from simindex import store
+store.SQLITE_PART_ROWS = 100
+begin = store.Store._begin_part
+def killed(self, connection, parts=[]):
+    parts.append(1)
+    if len(parts) == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    begin(self, connection)
+store.Store._begin_part = killed
+with Index.open(sys.argv[1]) as index:
+    index.reband(10, 12)
+"""
+
+
+def test_a_reband_killed_between_parts_leaves_an_unused_banding_that_drop_old_removes(
+    tmp_path, news
+):
+    url = f"sqlite:///{tmp_path / 'index.db'}"
+    with Index.create(url, bands=20, rows=5) as index:
+        index.add(news)
+        index.find_pairs()
+        before = {(p.id_a, p.id_b) for p in index.pairs()}
+    killed = subprocess.run([sys.executable, "-c", KILLED_REBAND, url], capture_output=True)
+    assert killed.returncode == -signal.SIGKILL
+    with Index.open(url) as index:
+        (left,) = [b for b in index.bandings() if b["state"] == "building"]
+        assert len(_keys(url, left["id"])) == 300  # three parts committed, killed before the fourth
+        assert index.check() == []
+        assert {(p.id_a, p.id_b) for p in index.pairs()} == before  # the active banding's
+    shown = runner.invoke(app, ["stats", "--db", url]).stdout
+    assert f"building bandings {left['id']}: a `simindex reband` is building them" in shown
+    result = runner.invoke(app, ["reband", "--bands", "20", "--rows", "6", "--drop-old", "-y",
+                                 "--db", url])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with Index.open(url) as index:
+        assert [(b["bands"], b["state"]) for b in index.bandings()] == [(20, "complete")]
+        assert _keys(url, left["id"]) == set() and index.check() == []
