@@ -1779,9 +1779,11 @@ class BandKeyWriter:
     With ``parts`` (a re-band of a SQLite index), the rows are committed SQLITE_PART_ROWS at
     a time (Store.commit_part). In one transaction, SQLite's WAL holds every page the write
     makes until the commit (4 GB for a re-band of 4M documents), then copies them into the
-    database: the WAL's pages are new file pages, which this host's kernel makes slowly
-    (benchmarks/RESULTS.md, 2026-11-28 20:5x UTC). In parts, the WAL is copied after each
-    part and written over from its start by the next. Other writers may run between the
+    database: every page is written to a new page of the file twice, and the disk holds the
+    banding twice. In parts, the WAL is copied after each part and written over from its
+    start by the next, whose pages are then in memory already: on a virtual machine that
+    hands free memory back to its host, a new page costs the kernel about eight times as
+    much (benchmarks/bench_page_cache.py). Other writers may run between the
     parts, so the banding must be one they leave alone (``building``: loads fill complete
     bandings only); the caller brings it up to date in the last part's transaction (see
     Index.reband). Each part checks that the banding still exists.
