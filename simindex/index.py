@@ -1480,7 +1480,7 @@ class Index:
                             self._store.drop_banding(connection, banding["id"])
         except BaseException:
             if writer is not None and writer.committed:
-                self._discard_banding(banding_id)
+                self._discard_banding(banding_id, writer.created_at)
             raise
         if drop_old:
             with _database_errors(self._store):
@@ -1507,13 +1507,15 @@ class Index:
         if self._store.signature_count(connection, through) < scanned:
             self._store.delete_unindexed_band_keys(connection, banding_id)
 
-    def _discard_banding(self, banding_id: int) -> None:
-        """Remove a banding whose build failed after committing parts of it. If that fails
-        too (the database is gone, the disk full), it stays ``building``: used by nothing,
-        listed by `simindex stats`, removed by a later `simindex reband --drop-old`."""
+    def _discard_banding(self, banding_id: int, created_at: datetime | None) -> None:
+        """Remove a banding whose build failed after committing parts of it, if it is still
+        that one and still building: a failure after the last part's commit (an interrupt
+        while SQLite copies the WAL) leaves the complete banding. If the removal fails too
+        (the database is gone, the disk full), it stays ``building``: used by nothing, listed
+        by `simindex stats`, removed by a later `simindex reband --drop-old`."""
         try:
             with self._transaction(write=True) as connection:
-                if self._store.has_banding(connection, banding_id):
+                if self._store.building_banding(connection, banding_id) == created_at:
                     self._store.drop_banding(connection, banding_id)
         except Exception as exc:  # the build's own error is the one to report
             log.warning("Could not remove banding %s, left building: %s", banding_id, exc)

@@ -431,13 +431,18 @@ class Store:
         self._begin_part(connection)
 
     def _begin_part(self, connection: Connection) -> None:
-        self._wait_for_sqlite_writer(connection)
+        """Begin a write's next part, waiting for another writer up to PART_LOCK_TIMEOUT (or
+        lock_timeout, if longer): giving up would throw away the parts committed before."""
+        timeout = max(self.lock_timeout, PART_LOCK_TIMEOUT)
+        self._wait_for_sqlite_writer(connection, timeout)
+        dbapi = connection.connection.dbapi_connection
         try:
-            connection.connection.dbapi_connection.execute("BEGIN IMMEDIATE")
+            dbapi.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if "database is locked" in str(exc):
-                raise self._lock_timeout_error("another writer") from None
+                raise self._lock_timeout_error("another writer", timeout) from None
             raise
+        dbapi.execute(f"PRAGMA busy_timeout = {int(self.lock_timeout * 1000)}")
 
     def _writer_lock_key(self) -> str:
         """The advisory lock's two keys, as SQL: one lock per index (schema), so the
@@ -482,10 +487,11 @@ class Store:
             raise
         connection.exec_driver_sql("RESET lock_timeout")
 
-    def _wait_for_sqlite_writer(self, connection: Connection) -> None:
-        """Say so if another writer holds the database, and wait for it up to lock_timeout:
-        SQLite's busy_timeout bounds BEGIN IMMEDIATE, whose failure _lock_timeout_error
-        explains."""
+    def _wait_for_sqlite_writer(self, connection: Connection, timeout: float | None = None) -> None:
+        """Say so if another writer holds the database, and wait for it up to ``timeout``
+        (lock_timeout if None): SQLite's busy_timeout bounds BEGIN IMMEDIATE, whose failure
+        _lock_timeout_error explains."""
+        timeout = self.lock_timeout if timeout is None else timeout
         dbapi = connection.connection.dbapi_connection
         dbapi.execute("PRAGMA busy_timeout = 0")
         try:
@@ -494,17 +500,18 @@ class Store:
         except sqlite3.OperationalError as exc:
             if "database is locked" not in str(exc):
                 raise  # e.g. a read-only file: _database_errors says so
-            if not self.lock_timeout:
-                raise self._lock_timeout_error("another writer") from None
+            if not timeout:
+                raise self._lock_timeout_error("another writer", timeout) from None
             log.warning(
                 "Waiting up to %s for another writer of the database to finish",
-                _seconds(self.lock_timeout),
+                _seconds(timeout),
             )
-        dbapi.execute(f"PRAGMA busy_timeout = {int(self.lock_timeout * 1000)}")
+        dbapi.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
 
-    def _lock_timeout_error(self, who: str) -> DatabaseError:
+    def _lock_timeout_error(self, who: str, timeout: float | None = None) -> DatabaseError:
+        timeout = self.lock_timeout if timeout is None else timeout
         return DatabaseError(
-            f"gave up after waiting {_seconds(self.lock_timeout)} for {who}, which is writing "
+            f"gave up after waiting {_seconds(timeout)} for {who}, which is writing "
             f"to the index in {self.describe()}; try again when it is done, or wait longer "
             "with --lock-timeout SECONDS (SIMINDEX_LOCK_TIMEOUT)"
         )
@@ -989,7 +996,15 @@ class Store:
     def create_banding(self, connection: Connection, bands: int, rows: int) -> int:
         result = connection.execute(
             bandings.insert()
-            .values(bands=bands, rows=rows, state="building", is_active=False)
+            # created_at to the microsecond (the column's default has seconds): with the id,
+            # it tells a banding from a later one that reused a dropped banding's id.
+            .values(
+                bands=bands,
+                rows=rows,
+                state="building",
+                is_active=False,
+                created_at=datetime.now(UTC),
+            )
             .returning(bandings.c.id)
         )
         return int(result.scalar_one())
@@ -1065,9 +1080,13 @@ class Store:
         """Where the band keys of one banding are written (bulk, parts: see BandKeyWriter)."""
         return BandKeyWriter(self, connection, banding_id, bulk, parts)
 
-    def has_banding(self, connection: Connection, banding_id: int) -> bool:
-        return (
-            connection.scalar(select(bandings.c.id).where(bandings.c.id == banding_id)) is not None
+    def building_banding(self, connection: Connection, banding_id: int) -> datetime | None:
+        """When the banding was created, if it exists and is building (else None): a SQLite
+        banding's id is reused once it is dropped, its creation time is not."""
+        return connection.scalar(
+            select(bandings.c.created_at).where(
+                bandings.c.id == banding_id, bandings.c.state == "building"
+            )
         )
 
     def signature_count(self, connection: Connection, through: int) -> int:
@@ -1709,6 +1728,8 @@ COPY_TEXT_CHARS = 2**20
 BULK_SORT_MEMORY = 8 * 2**20
 # Band-key rows a SQLite re-band commits at a time (see BandKeyWriter): ~190 MB of WAL.
 SQLITE_PART_ROWS = 8_000_000
+# How long a write committed in parts waits for another writer between two parts (at least).
+PART_LOCK_TIMEOUT = 3600.0
 _WRITE_ROWS = 131_072
 _SQLITE_KEY_ROWS = 250
 # Rows per SQLite INSERT of other bulk writes (documents, signatures, pairs; seven bound
@@ -1781,7 +1802,8 @@ class BandKeyWriter:
     makes until the commit (4 GB for a re-band of 4M documents), then copies them into the
     database: every page is written to a new page of the file twice, and the disk holds the
     banding twice. In parts, the WAL is copied after each part and written over from its
-    start by the next, whose pages are then in memory already: on a virtual machine that
+    start by the next (unless a reader's snapshot holds the copy back), whose pages are
+    then in memory already: on a virtual machine that
     hands free memory back to its host, a new page costs the kernel about eight times as
     much (benchmarks/bench_page_cache.py). Other writers may run between the
     parts, so the banding must be one they leave alone (``building``: loads fill complete
@@ -1801,6 +1823,8 @@ class BandKeyWriter:
         self._parts = parts and store.dialect == "sqlite"
         self._part_rows = 0  # rows written since the last part was committed
         self.committed = False  # whether a part was committed (the banding exists)
+        # The banding's creation time, which tells it from a later one with its id.
+        self.created_at = store.building_banding(connection, banding_id) if self._parts else None
         self._table = "band_keys"
         self._new_table = False
         self._bulk = bulk
@@ -1876,7 +1900,7 @@ class BandKeyWriter:
         self.committed = True  # perhaps only the parts before: Index.reband checks
         self._store.commit_part(self._connection)
         self._part_rows = 0
-        if not self._store.has_banding(self._connection, self._banding_id):
+        if self._store.building_banding(self._connection, self._banding_id) != self.created_at:
             raise DatabaseError(
                 f"banding {self._banding_id} was removed while it was being built (by "
                 "`simindex reband --drop-old`, which removes every other banding): this "
@@ -2314,8 +2338,12 @@ def _document_tuples(
 
 
 def _seconds(value: float | timedelta) -> str:
-    """A duration (seconds or a timedelta) for messages: '2.5 s'."""
+    """A duration (seconds or a timedelta) for messages: '2.5 s', '12 min', '1 h'."""
     seconds = value.total_seconds() if isinstance(value, timedelta) else value
+    if seconds >= 3600:
+        return f"{seconds / 3600:.3g} h"
+    if seconds >= 600:
+        return f"{seconds / 60:.3g} min"
     return f"{seconds:.3g} s"
 
 

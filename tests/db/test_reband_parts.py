@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
+from contextlib import closing
 
 import numpy as np
 import pytest
@@ -161,6 +164,72 @@ def test_a_reband_whose_banding_another_drops_stops_with_a_clear_error(indexed, 
         keyed = connection.exec_driver_sql("SELECT DISTINCT banding_id FROM band_keys").all()
     engine.dispose()
     assert [row[0] for row in keyed] == kept  # no stray keys of the stopped re-band
+    assert index.check() == []
+
+
+def test_a_banding_that_took_the_id_of_the_one_being_built_is_left_alone(indexed, monkeypatch):
+    """Between two parts, the banding being built is dropped and a new one gets its id (a
+    SQLite banding's id is reused): the re-band stops, and the new banding stays whole."""
+    url, index = indexed
+    taken = []
+
+    def drop_and_reuse(part: int) -> None:
+        if part == 2:
+            with Index.open(url) as other, other._store.write() as connection:
+                (building,) = [b for b in other.bandings() if b["state"] == "building"]
+                other._store.drop_banding(connection, building["id"])
+                taken.append(other._store.create_banding(connection, 10, 12))
+                assert taken == [building["id"]]
+
+    _between_parts(monkeypatch, drop_and_reuse)
+    with pytest.raises(DatabaseError, match="was removed while it was being built"):
+        index.reband(10, 12)
+    assert [(b["id"], b["state"]) for b in index.bandings()][-1] == (taken[0], "building")
+    assert _keys(url, taken[0]) == set()  # what the stopped re-band wrote went with it
+
+
+def test_a_failure_after_the_last_commit_keeps_the_complete_banding(indexed, monkeypatch):
+    """An interrupt while SQLite copies the WAL into the database after the commit."""
+    url, index = indexed
+
+    def interrupted(store):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Store, "_release_wal", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        index.reband(10, 12)
+    monkeypatch.undo()
+    (built,) = [b for b in index.bandings() if b["is_active"]]
+    assert (built["bands"], built["state"]) == (10, "complete")
+    assert _keys(url, built["id"]) == _expected_keys(index, 10, 12)
+    assert index.check() == []
+
+
+def test_between_parts_a_reband_waits_for_another_writer_past_its_lock_timeout(
+    indexed, monkeypatch, caplog
+):
+    """Giving up would throw away the parts committed: it waits up to PART_LOCK_TIMEOUT."""
+    url, index = indexed
+    holding, release = threading.Event(), threading.Event()
+
+    def other_writer() -> None:
+        with closing(sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)) as db:
+            db.execute("BEGIN IMMEDIATE")
+            holding.set()
+            release.wait(10)
+            db.execute("COMMIT")
+
+    def hold_the_lock(part: int) -> None:
+        if part == 2:
+            threading.Thread(target=other_writer).start()
+            holding.wait(10)
+            threading.Timer(1.0, release.set).start()  # twice --lock-timeout
+
+    _between_parts(monkeypatch, hold_the_lock)
+    with Index.open(url, lock_timeout=0.5) as impatient:
+        built = impatient.reband(10, 12)
+    assert "Waiting up to 1 h for another writer" in caplog.text
+    assert _keys(url, built) == _expected_keys(index, 10, 12)
     assert index.check() == []
 
 
