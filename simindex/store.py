@@ -1800,15 +1800,15 @@ class BandKeyWriter:
     With ``parts`` (a re-band of a SQLite index), the rows are committed SQLITE_PART_ROWS at
     a time (Store.commit_part). In one transaction, SQLite's WAL holds every page the write
     makes until the commit (4 GB for a re-band of 4M documents), then copies them into the
-    database: every page is written to a new page of the file twice, and the disk holds the
+    database: every page is written twice, each time to a new page of a file; the disk holds the
     banding twice. In parts, the WAL is copied after each part and written over from its
     start by the next (unless a reader's snapshot holds the copy back), whose pages are
-    then in memory already: on a virtual machine that
-    hands free memory back to its host, a new page costs the kernel about eight times as
-    much (benchmarks/bench_page_cache.py). Other writers may run between the
-    parts, so the banding must be one they leave alone (``building``: loads fill complete
-    bandings only); the caller brings it up to date in the last part's transaction (see
-    Index.reband). Each part checks that the banding still exists.
+    then in memory already: on a virtual machine that hands free memory back to its host,
+    a new page costs the kernel three to nine times as much (benchmarks/bench_page_cache.py).
+    Other writers may run between the parts, so the banding must be one they leave alone
+    (``building``: loads fill complete bandings only); the caller brings it up to date in
+    the last part's transaction (see Index.reband). Each part checks that the banding still
+    exists (by its id and creation time).
     """
 
     def __init__(
