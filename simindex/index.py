@@ -1464,10 +1464,7 @@ class Index:
                 through = self._store.max_document_id(connection)
                 writer = self._store.band_key_writer(connection, banding_id, bulk=True, parts=True)
                 per_chunk = max(1, REBAND_STREAM_ROWS // bands)
-                num_perm, scanned = self.spec.num_perm, 0
-                for ids, sigs in self._store.signature_chunks(connection, num_perm, per_chunk):
-                    writer.write(ids, lsh.band_keys(sigs, bands, rows))
-                    scanned += ids.size
+                scanned = self._write_keys(connection, writer, bands, rows, per_chunk)
                 writer.finish()
                 if writer.committed:
                     self._catch_up(connection, banding_id, bands, rows, through, scanned)
@@ -1501,11 +1498,27 @@ class Index:
         documents up to id ``through``. The new documents' keys are added; if some of those
         documents are gone, the keys of documents not indexed are removed."""
         writer = self._store.band_key_writer(connection, banding_id, bulk=False)
-        chunks = self._store.signature_chunks(connection, self.spec.num_perm, SCAN_ROWS, through)
-        for ids, sigs in chunks:
-            writer.write(ids, lsh.band_keys(sigs, bands, rows))
+        self._write_keys(connection, writer, bands, rows, SCAN_ROWS, after=through)
         if self._store.signature_count(connection, through) < scanned:
             self._store.delete_unindexed_band_keys(connection, banding_id)
+
+    def _write_keys(
+        self,
+        connection: Connection,
+        writer: BandKeyWriter,
+        bands: int,
+        rows: int,
+        per_chunk: int,
+        after: int = 0,
+    ) -> int:
+        """Write the band keys of the stored signatures of ids above ``after``, read
+        ``per_chunk`` at a time; returns how many documents were keyed."""
+        keyed = 0
+        chunks = self._store.signature_chunks(connection, self.spec.num_perm, per_chunk, after)
+        for ids, sigs in chunks:
+            writer.write(ids, lsh.band_keys(sigs, bands, rows))
+            keyed += ids.size
+        return keyed
 
     def _discard_banding(self, banding_id: int, created_at: datetime | None) -> None:
         """Remove a banding whose build failed after committing parts of it, if it is still

@@ -1726,7 +1726,9 @@ COPY_TEXT_CHARS = 2**20
 # SQLite INSERT (two bound parameters each): one statement of many rows crosses from Python
 # into SQLite once for all of them, executemany once a row.
 BULK_SORT_MEMORY = 8 * 2**20
-# Band-key rows a SQLite re-band commits at a time (see BandKeyWriter): ~190 MB of WAL.
+# Band-key rows a SQLite re-band commits at a time (see BandKeyWriter): ~190 MB of WAL, at
+# the 24 bytes a row of a whole 4M re-band's (4.06 GB for 168M rows: bench_growth, RESULTS.md
+# 2026-11-28 18:48 UTC).
 SQLITE_PART_ROWS = 8_000_000
 # How long a write committed in parts waits for another writer between two parts (at least).
 PART_LOCK_TIMEOUT = 3600.0
