@@ -509,6 +509,7 @@ Show = Annotated[
 Yes = Annotated[
     bool, typer.Option("--yes", "-y", help="Do not ask for confirmation (for scripts).")
 ]
+BandingId = Annotated[int, typer.Argument(help="The banding's id (`simindex stats` lists them).")]
 DryRun = Annotated[
     bool, typer.Option("--dry-run", help="Say what would be removed; remove nothing.")
 ]
@@ -1212,9 +1213,7 @@ def reband(
 @app.command()
 @user_errors
 def activate(
-    banding_id: Annotated[
-        int, typer.Argument(help="The banding's id (`simindex stats` lists them).")
-    ],
+    banding_id: BandingId,
     db: Db = None,
     schema: Schema = None,
     lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
@@ -1223,6 +1222,24 @@ def activate(
     with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
         index.activate(banding_id)
     err.print(f"Banding {banding_id} is now active")
+
+
+@app.command("drop-banding")
+@user_errors
+def drop_banding(
+    banding_id: BandingId,
+    db: Db = None,
+    schema: Schema = None,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
+    yes: Yes = False,
+) -> None:
+    """Delete one banding that is not active (its band keys, pairs and clusters): one built
+    with `reband --no-activate`, or one a stopped `reband` left building."""
+    with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
+        question = f"Drop banding {banding_id}, its band keys and pairs, from {shown(index.url)}?"
+        _confirm(yes, "drop-banding deletes a banding for good", lambda: question)
+        index.drop_banding(banding_id)
+    err.print(f"Dropped banding {banding_id}")
 
 
 @app.command()
@@ -1257,8 +1274,8 @@ def stats(
     if building:
         out.print(
             f"building bandings {', '.join(building)}: a `simindex reband` is building them, or "
-            "stopped before it finished (they are used by nothing; `simindex reband "
-            "--drop-old` removes them)",
+            "stopped before it finished (they are used by nothing; `simindex drop-banding "
+            "ID` removes one)",
         )
     if result["retired_bandings"]:
         out.print(

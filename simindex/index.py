@@ -1525,7 +1525,7 @@ class Index:
         that one and still building: a failure after the last part's commit (an interrupt
         while SQLite copies the WAL) leaves the complete banding. If the removal fails too
         (the database is gone, the disk full), it stays ``building``: used by nothing, listed
-        by `simindex stats`, removed by a later `simindex reband --drop-old`."""
+        by `simindex stats`, removed by `simindex drop-banding`."""
         try:
             with self._transaction(write=True) as connection:
                 if self._store.building_banding(connection, banding_id) == created_at:
@@ -1548,6 +1548,27 @@ class Index:
                     "be activated; build a new one with `simindex reband`"
                 )
             self._store.activate_banding(connection, banding_id)
+
+    def drop_banding(self, banding_id: int) -> None:
+        """Remove one banding that is not the active one, with its band keys, pairs and
+        clusters: one kept with ``activate=False`` and no longer wanted, or one a killed
+        re-band left ``building``. A re-band still building it stops at its next part with a
+        clear error. On PostgreSQL its partition is dropped after the commit, as
+        :meth:`reband` drops old ones."""
+        with self._transaction(write=True) as connection:
+            found = [b for b in self._store.bandings(connection) if b["id"] == banding_id]
+            if not found:
+                raise ParameterError(
+                    f"there is no banding {banding_id}; `simindex stats` lists the bandings"
+                )
+            if found[0]["is_active"]:
+                raise ParameterError(
+                    f"banding {banding_id} is the active one: queries and pairs use it; "
+                    "activate another first (`simindex activate ID`)"
+                )
+            self._store.drop_banding(connection, banding_id)
+        with _database_errors(self._store):
+            self._store.drop_retired_bandings()
 
     def _stored_keys(
         self,

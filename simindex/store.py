@@ -1905,8 +1905,9 @@ class BandKeyWriter:
         if self._store.building_banding(self._connection, self._banding_id) != self.created_at:
             raise DatabaseError(
                 f"banding {self._banding_id} was removed while it was being built (by "
-                "`simindex reband --drop-old`, which removes every other banding): this "
-                "re-band stopped; run it again if its banding is still wanted"
+                "`simindex drop-banding`, or `simindex reband --drop-old`, which removes "
+                "every other banding): this re-band stopped; run it again if its banding is "
+                "still wanted"
             )
 
     def _insert_sqlite(self, band: np.ndarray, key: np.ndarray, document_id: np.ndarray) -> None:

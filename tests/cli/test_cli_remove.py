@@ -1,4 +1,4 @@
-"""Destructive commands behave like it: delete and evict ask on a terminal (--yes for
+"""Destructive commands behave like it: delete, evict and drop-banding ask on a terminal (--yes for
 scripts), have --dry-run, name the ids that were not found and refuse nonsensical windows;
 the library returns what was (or would be) removed."""
 
@@ -90,6 +90,23 @@ def test_reband_drop_old_confirms_too(db, monkeypatch):
     run("reband", "--bands", "42", "--rows", "3", "--drop-old", "--db", db, input="y\n")
     with Index.open(db) as index:
         assert [(b["bands"], b["rows"]) for b in index.bandings()] == [(42, 3)]
+
+
+def test_drop_banding_confirms_and_refuses_the_active_one(db, monkeypatch):
+    run("reband", "--bands", "42", "--rows", "3", "--no-activate", "--db", db)
+    refused = run("drop-banding", "2", "--db", db, ok=False)
+    assert refused.exit_code == 1 and "drop-banding deletes a banding for good" in refused.stderr
+    monkeypatch.setattr(cli_module, "_interactive", lambda: True)
+    declined = run("drop-banding", "2", "--db", db, input="n\n", ok=False)
+    assert declined.exit_code == 1 and "Drop banding 2" in declined.stderr
+    active = run("drop-banding", "1", "--db", db, "--yes", ok=False)
+    assert active.exit_code == 1 and isinstance(active.exception, SystemExit)
+    assert active.stderr.startswith("Error: banding 1 is the active one")
+    with Index.open(db) as index:
+        assert [b["id"] for b in index.bandings()] == [1, 2]
+    assert "Dropped banding 2" in run("drop-banding", "2", "--db", db, input="y\n").stderr
+    with Index.open(db) as index:
+        assert [(b["bands"], b["rows"]) for b in index.bandings()] == [(20, 5)]
 
 
 @pytest.mark.parametrize("days", ["-1", "nan", "inf", "-inf", "1e12"])

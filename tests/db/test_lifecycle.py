@@ -176,6 +176,31 @@ def test_a_built_banding_is_activated_later_and_incomplete_ones_are_refused(db_u
             index.activate(1)
 
 
+def test_one_inactive_banding_is_dropped_with_its_keys_and_pairs(db_url, news):
+    with Index.create(db_url) as index:
+        index.add(news)
+        index.find_pairs()
+        kept = {(p.id_a, p.id_b) for p in index.pairs()}
+        spare = index.reband(42, 3)
+        index.find_pairs()
+        index.cluster()
+        index.activate(1)
+        with pytest.raises(ParameterError, match="banding 1 is the active one"):
+            index.drop_banding(1)
+        with pytest.raises(ParameterError, match="there is no banding 99"):
+            index.drop_banding(99)
+        index.drop_banding(spare)
+        assert [b["id"] for b in index.bandings()] == [1]
+        assert {(p.id_a, p.id_b) for p in index.pairs()} == kept
+        assert index.check() == []
+    engine = create_engine(database_url(db_url))
+    with engine.connect() as connection:
+        for table in ("band_keys", "pairs", "clusters"):
+            left = f"SELECT count(*) FROM {table} WHERE banding_id = {spare}"
+            assert connection.exec_driver_sql(left).scalar() == 0
+    engine.dispose()
+
+
 def test_point_queries_read_at_most_max_bucket_size_members_of_a_bucket(db_url):
     """300 copies share every bucket: a bounded query compares only the earliest members."""
     text = "the same story told three hundred times over, word for word"

@@ -250,7 +250,7 @@ with Index.open(sys.argv[1]) as index:
 """
 
 
-def test_a_reband_killed_between_parts_leaves_an_unused_banding_that_drop_old_removes(
+def test_a_reband_killed_between_parts_leaves_an_unused_banding_that_drop_banding_removes(
     tmp_path, news
 ):
     url = f"sqlite:///{tmp_path / 'index.db'}"
@@ -267,9 +267,11 @@ def test_a_reband_killed_between_parts_leaves_an_unused_banding_that_drop_old_re
         assert {(p.id_a, p.id_b) for p in index.pairs()} == before  # the active banding's
     shown = runner.invoke(app, ["stats", "--db", url]).stdout
     assert f"building bandings {left['id']}: a `simindex reband` is building them" in shown
-    result = runner.invoke(app, ["reband", "--bands", "20", "--rows", "6", "--drop-old", "-y",
-                                 "--db", url])  # fmt: skip
+    assert "`simindex drop-banding ID` removes one" in shown
+    result = runner.invoke(app, ["drop-banding", str(left["id"]), "-y", "--db", url])
     assert result.exit_code == 0, result.output
+    assert f"Dropped banding {left['id']}" in result.stderr
     with Index.open(url) as index:
         assert [(b["bands"], b["state"]) for b in index.bandings()] == [(20, "complete")]
         assert _keys(url, left["id"]) == set() and index.check() == []
+        assert {(p.id_a, p.id_b) for p in index.pairs()} == before
