@@ -23,6 +23,13 @@ step, the files and PostgreSQL's buffers are flushed, so no step pays for anothe
 ``--one-by-one``
 runs each size's steps in a row instead, with one size's databases on disk at a time.
 
+Before the first step, numba's compiler library (libllvmlite.so) is dropped from the page
+cache (bench_library_pages.py): the pages of it a command maps, and so its peak RSS, depend on
+how the cache got them. Read in one go (by a profiler reading symbols, a backup, a copy), the
+library is cached in large folios and each fault maps a whole one: `query --id` peaked at 211
+MiB so against 160 MiB with the library read back through the commands' own faults, and every
+command that runs a kernel carried 40-80 MiB more (benchmarks/RESULTS.md, 2026-11-29).
+
 Each (size, backend) run is saved as JSON in benchmarks/data/ and ``--report`` draws time and
 peak RSS against corpus size on log-log axes (benchmarks/scale.png) and writes the tables of
 every saved run into benchmarks/RESULTS.md. Other processes' CPU use during each step (cores,
@@ -147,10 +154,14 @@ def in_child(function: str, *args: str) -> dict:
 
 def use_code(live: bool) -> dict:
     """Measure the working tree (``live``) or, by default, a snapshot of git HEAD (so edits
-    during a long run change nothing), its numba kernels compiled by a warm-up first."""
+    during a long run change nothing), its numba kernels compiled by a warm-up first, with
+    numba's compiler library read back into the page cache as commands map it (see above)."""
+    from bench_library_pages import library_path, set_state  # it imports this script
+
     info = code_info(live)
     if "path" in info:
         CODE_ENV.update(code_env(Path(info["path"])))
+    set_state(library_path(), "evicted")  # the warm-up maps it back as commands do
     warm_up(CODE_ENV)
     return info
 
