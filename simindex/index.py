@@ -1537,14 +1537,9 @@ class Index:
         """Make a complete banding (built by ``reband(..., activate=False)``) the active
         one: queries, pairs and the SQL views use it from the commit on."""
         with self._transaction(write=True) as connection:
-            found = [b for b in self._store.bandings(connection) if b["id"] == banding_id]
-            if not found:
+            if (state := self._banding(connection, banding_id)["state"]) != "complete":
                 raise ParameterError(
-                    f"there is no banding {banding_id}; `simindex stats` lists the bandings"
-                )
-            if found[0]["state"] != "complete":
-                raise ParameterError(
-                    f"banding {banding_id} is {found[0]['state']}, not complete: it can't "
+                    f"banding {banding_id} is {state}, not complete: it can't "
                     "be activated; build a new one with `simindex reband`"
                 )
             self._store.activate_banding(connection, banding_id)
@@ -1554,14 +1549,10 @@ class Index:
         clusters: one kept with ``activate=False`` and no longer wanted, or one a killed
         re-band left ``building``. A re-band still building it stops at its next part with a
         clear error. On PostgreSQL its partition is dropped after the commit, as
-        :meth:`reband` drops old ones."""
+        :meth:`reband` drops old ones; on SQLite its keys are deleted in the one transaction,
+        so the WAL grows with them, as for ``drop_old``."""
         with self._transaction(write=True) as connection:
-            found = [b for b in self._store.bandings(connection) if b["id"] == banding_id]
-            if not found:
-                raise ParameterError(
-                    f"there is no banding {banding_id}; `simindex stats` lists the bandings"
-                )
-            if found[0]["is_active"]:
+            if self._banding(connection, banding_id)["is_active"]:
                 raise ParameterError(
                     f"banding {banding_id} is the active one: queries and pairs use it; "
                     "activate another first (`simindex activate ID`)"
@@ -1569,6 +1560,15 @@ class Index:
             self._store.drop_banding(connection, banding_id)
         with _database_errors(self._store):
             self._store.drop_retired_bandings()
+
+    def _banding(self, connection: Connection, banding_id: int) -> dict[str, Any]:
+        """The row of banding ``banding_id``; a clear error if there is none."""
+        for banding in self._store.bandings(connection):
+            if banding["id"] == banding_id:
+                return banding
+        raise ParameterError(
+            f"there is no banding {banding_id}; `simindex stats` lists the bandings"
+        )
 
     def _stored_keys(
         self,
