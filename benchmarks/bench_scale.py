@@ -26,9 +26,10 @@ runs each size's steps in a row instead, with one size's databases on disk at a 
 Before the first step, numba's compiler library (libllvmlite.so) is dropped from the page
 cache (bench_library_pages.py): the pages of it a command maps, and so its peak RSS, depend on
 how the cache got them. Read in one go (by a profiler reading symbols, a backup, a copy), the
-library is cached in large folios and each fault maps a whole one: `query --id` peaked at 211
-MiB so against 160 MiB with the library read back through the commands' own faults, and every
-command that runs a kernel carried 40-80 MiB more (benchmarks/RESULTS.md, 2026-11-29).
+library is cached in large folios and each fault maps a whole one: `simindex query` peaked at
+197 MiB so against 152 MiB (bench_library_pages.py), and in a Scale run made so commands
+that run a kernel carried up to 78 MiB more (`query --id` 209 against 160-161 MiB in the runs
+before and after: benchmarks/RESULTS.md, 2026-11-28 23:51 - 2026-11-29 01:18 UTC).
 
 Each (size, backend) run is saved as JSON in benchmarks/data/ and ``--report`` draws time and
 peak RSS against corpus size on log-log axes (benchmarks/scale.png) and writes the tables of
