@@ -275,15 +275,20 @@ def table_sizes(backend: str, url: str, path: Path | None) -> dict[str, int]:
 
 
 class Database:
-    """A fresh database of one backend: its URL, its size, and dropping it."""
+    """A fresh database of one backend (or, not ``fresh``, the existing one of that name): its
+    URL, its size, and dropping it."""
 
-    def __init__(self, backend: str, name: str, admin_url: str, sqlite_dir: Path):
+    def __init__(
+        self, backend: str, name: str, admin_url: str, sqlite_dir: Path, fresh: bool = True
+    ):
         self.backend, self.name, self.admin_url = backend, name, admin_url
         self.path = sqlite_dir / f"{name}.db" if backend == "sqlite" else None
-        self.drop()
+        if fresh:
+            self.drop()
         if backend == "pg":
-            with pg_admin(admin_url) as conn:
-                conn.execute(f'CREATE DATABASE "{name}"')
+            if fresh:
+                with pg_admin(admin_url) as conn:
+                    conn.execute(f'CREATE DATABASE "{name}"')
             self.url = pg_url(admin_url, name)
         else:
             self.url = f"sqlite:///{self.path}"

@@ -151,7 +151,8 @@ class Pair:
 @dataclass(frozen=True)
 class ClusterMember:
     """A clustered document: its cluster is named by the representative's external id, and
-    ``similarity`` is to the representative (exact when text is kept)."""
+    ``similarity`` is to the representative (exact when text is kept; the stored pair's when
+    the two were paired, 1.0 for the representative itself)."""
 
     external_id: str
     cluster: str
@@ -1338,17 +1339,18 @@ class Index:
             while chunk := list(islice(rows, 10_000)):
                 members = np.array([r["document_id"] for r in chunk], dtype=np.int64)
                 clusters = np.array([r["cluster_id"] for r in chunk], dtype=np.int64)
-                similarity = np.concatenate(
-                    [np.empty(0)]
-                    + [
-                        _similarity(
-                            *self._similarities(connection, clusters[lo:hi], members[lo:hi])
-                        )
-                        for lo, hi in self._text_spans(
-                            connection, clusters, members, VERIFY_TEXT_BYTES
-                        )
-                    ]
-                )
+                stored = [r["similarity"] for r in chunk]
+                similarity = np.array(stored, dtype=np.float64)  # None: NaN
+                similarity[members == clusters] = 1.0
+                # Members reached through another member are compared here.
+                todo = np.flatnonzero(np.isnan(similarity))
+                for lo, hi in self._text_spans(
+                    connection, clusters[todo], members[todo], VERIFY_TEXT_BYTES
+                ):
+                    span = todo[lo:hi]
+                    similarity[span] = _similarity(
+                        *self._similarities(connection, clusters[span], members[span])
+                    )
                 for row, value in zip(chunk, similarity.tolist(), strict=True):
                     yield ClusterMember(
                         row["external_id"],

@@ -1438,18 +1438,32 @@ class Store:
 
     def iter_clusters(self, connection: Connection, banding_id: int) -> Iterator[dict[str, Any]]:
         """Clustered documents: external_id, cluster (the representative's external id),
-        document_id, cluster_id; ordered by cluster, representative first."""
+        document_id, cluster_id, and similarity: the stored pair's (exact, else estimated)
+        when the document was paired with its representative directly, else None (and for
+        the representative); ordered by cluster, representative first."""
         member = documents.alias("member")
         representative = documents.alias("representative")
+        first = clusters.c.document_id < clusters.c.cluster_id
         query = (
             select(
                 member.c.external_id,
                 representative.c.external_id.label("cluster"),
                 clusters.c.document_id,
                 clusters.c.cluster_id,
+                func.coalesce(pairs.c.exact_jaccard, pairs.c.estimated_jaccard).label("similarity"),
             )
             .join(member, member.c.id == clusters.c.document_id)
             .join(representative, representative.c.id == clusters.c.cluster_id)
+            .outerjoin(
+                pairs,
+                sa.and_(
+                    pairs.c.banding_id == clusters.c.banding_id,
+                    pairs.c.doc_a
+                    == sa.case((first, clusters.c.document_id), else_=clusters.c.cluster_id),
+                    pairs.c.doc_b
+                    == sa.case((first, clusters.c.cluster_id), else_=clusters.c.document_id),
+                ),
+            )
             .where(clusters.c.banding_id == banding_id)
             .order_by(
                 clusters.c.cluster_id,

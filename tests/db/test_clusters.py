@@ -41,11 +41,43 @@ def test_clusters_are_the_components_of_the_exact_pairs(db_url, news):
         rows = list(index.clusters())
     assert clusters == _exact_components(news, 0.5)
     assert report.clusters == len(clusters) and report.documents == len(rows)
+    sets = dict(zip([d[0] for d in news], _sets([d[1] for d in news]), strict=True))
     for row in rows:  # representatives come first and are similar to themselves
         if row.is_representative:
             assert row.cluster == row.external_id and row.similarity == 1.0
         else:
-            assert row.similarity >= 0.5
+            assert row.similarity == _jaccard(sets[row.external_id], sets[row.cluster])
+
+
+def _sets(texts: list[str]) -> list[set[int]]:
+    """Each text's shingle hashes, as simindex's default spec makes them."""
+    found = shingle_sets([normalize(t) for t in texts], SignatureSpec())
+    runs = np.split(found.hashes, found.offsets[1:-1])
+    return [set(run.tolist()) for run in runs]
+
+
+def _jaccard(a: set[int], b: set[int]) -> float:
+    return len(a & b) / len(a | b)
+
+
+def test_a_member_paired_only_through_another_gets_its_own_similarity(db_url):
+    """A chain a ~ b ~ c with a and c below the threshold: c's similarity to a is computed,
+    b's is the stored pair's; both equal the exact Jaccard."""
+    words = [f"word{i:03d}" for i in range(60)]
+    docs = [("a", " ".join(words[:40])), ("b", " ".join(words[6:46])), ("c", " ".join(words[12:52]))]
+    sets = dict(zip("abc", _sets([t for _, t in docs]), strict=True))
+    threshold = 0.6
+    assert _jaccard(sets["a"], sets["b"]) >= threshold > _jaccard(sets["a"], sets["c"])
+    with Index.create(db_url, threshold=threshold) as index:
+        index.add(docs)
+        index.find_pairs()
+        assert {(p.id_a, p.id_b) for p in index.pairs()} == {("a", "b"), ("b", "c")}
+        index.cluster()
+        rows = {row.external_id: row for row in index.clusters()}
+    assert {row.cluster for row in rows.values()} == {"a"}
+    assert rows["a"].similarity == 1.0
+    for member in "bc":
+        assert rows[member].similarity == _jaccard(sets["a"], sets[member])
 
 
 def test_longest_representative(db_url):
