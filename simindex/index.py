@@ -911,6 +911,8 @@ class Index:
             found = self._store_verified_pairs(
                 connection, banding_id, buckets, since, threshold, max_bucket_size, text_bytes
             )
+            if since is None:
+                self._store.analyze(connection, "pairs")
             self._store.update_banding(
                 connection, banding_id, pairs_threshold=threshold, pairs_through=newest
             )
@@ -1260,6 +1262,7 @@ class Index:
             self._store.delete_clusters(connection, banding_id)
             documents, cluster_ids = self._recluster(connection, doc_a, doc_b, rule)
             self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
+            self._store.analyze(connection, "clusters")
             self._store.update_banding(
                 connection, banding_id, clusters_threshold=threshold, clusters_rule=rule
             )
@@ -1309,6 +1312,7 @@ class Index:
             doc_a, doc_b = self._store.pairs_at_least(connection, banding_id, cluster_threshold)
             documents, cluster_ids = self._recluster(connection, doc_a, doc_b, rule)
             self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
+            self._store.analyze(connection, "clusters")
             return
         # Incremental: merge the clusters the new pairs touch. Each old cluster enters as a
         # star (member - representative), which keeps it connected.

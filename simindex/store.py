@@ -1259,6 +1259,14 @@ class Store:
         rows = json.dumps(np.column_stack(values).tolist())
         return f"(SELECT {fields} FROM json_each(:wanted)) AS wanted", {"wanted": rows}
 
+    def analyze(self, connection: Connection, table: str) -> None:
+        """Fresh planner statistics of ``table`` (our constant), just rewritten in bulk, on
+        PostgreSQL: autovacuum analyzes it later or never (a server may run without it), and
+        until then the listing of clusters is planned for a few thousand rows, not millions.
+        SQLite keeps no statistics (its joins are ordered in the SQL)."""
+        if self.dialect == "postgresql":
+            connection.exec_driver_sql(f"ANALYZE {table}")
+
     # -- pairs -----------------------------------------------------------------------------
 
     def delete_pairs(self, connection: Connection, banding_id: int) -> None:

@@ -80,6 +80,24 @@ def test_a_load_that_creates_the_index_writes_its_rows_frozen(pg_url, news):
 _LOADED = ("documents", "signatures", "band_keys_1")
 
 
+def test_rebuilt_pairs_and_clusters_have_planner_statistics(pg_url, news):
+    """A full pairs run and clustering analyze what they rewrote (autovacuum may never):
+    the planner then knows the tables' row counts."""
+
+    def planned_rows() -> dict[str, float]:
+        rows = _sql(pg_url, "SELECT relname, reltuples FROM pg_class WHERE relname IN "
+                            "('pairs', 'clusters')")  # fmt: skip
+        return dict(rows)
+
+    with Index.create(pg_url, threshold=0.5) as index:
+        index.add(news)
+        assert planned_rows() == {"pairs": -1, "clusters": -1}  # never analyzed
+        pairs = index.find_pairs().stored
+        clusters = index.cluster().documents
+    assert pairs > 0 and clusters > 0
+    assert planned_rows() == {"pairs": pairs, "clusters": clusters}
+
+
 def test_long_texts_are_compressed_with_lz4(pg_url):
     Index.create(pg_url).close()
     assert _sql(
