@@ -64,7 +64,11 @@ def test_a_member_paired_only_through_another_gets_its_own_similarity(db_url):
     """A chain a ~ b ~ c with a and c below the threshold: c's similarity to a is computed,
     b's is the stored pair's; both equal the exact Jaccard."""
     words = [f"word{i:03d}" for i in range(60)]
-    docs = [("a", " ".join(words[:40])), ("b", " ".join(words[6:46])), ("c", " ".join(words[12:52]))]
+    docs = [
+        ("a", " ".join(words[:40])),
+        ("b", " ".join(words[6:46])),
+        ("c", " ".join(words[12:52])),
+    ]
     sets = dict(zip("abc", _sets([t for _, t in docs]), strict=True))
     threshold = 0.6
     assert _jaccard(sets["a"], sets["b"]) >= threshold > _jaccard(sets["a"], sets["c"])
