@@ -12,9 +12,11 @@ records the wall time, the CPU time and the peak RSS (``ru_maxrss`` of that proc
 
 It also measures in-process point-query latency (``Index.query`` of 200 edited copies of corpus
 documents, bench_pipeline's query step) right after the load (the ingest) and, on PostgreSQL,
-again after a CHECKPOINT; the database size per document and per table; and the quality at scale: recall of
-the generator's planted pairs (document, its edited source) whose exact Jaccard is >= 0.85
-(computed for those pairs only) among the exported pairs, and the lowest exported similarity.
+again after a CHECKPOINT (the same queries, so their pages are cached by then: the second
+figure is warm as well as checkpointed; bench_after_load.py); the database size per
+document and per table; and the quality at scale: recall of the generator's planted pairs
+(document, its edited source) whose exact Jaccard is >= 0.85 (computed for those pairs only)
+among the exported pairs, and the lowest exported similarity.
 
 Given several sizes, it interleaves them: each step runs at every size before the next step
 starts (both indexes live side by side), so the two times of a 4M ÷ 400k ratio are taken

@@ -1,0 +1,225 @@
+"""Benchmark: why a point query's p99 on PostgreSQL is higher right after a load.
+
+bench_scale.py times 200 point queries right after `simindex ingest` and again after a
+CHECKPOINT; at 4M documents the p99 right after the load moves between runs (4.07, 6.78,
+11.28 ms) while the p50 and the figures after a CHECKPOINT move much less. This script loads
+bench_scale's generated corpus (--size documents) into a fresh PostgreSQL database with
+`simindex ingest`, then times the same queries as bench_pipeline's query step (after its
+warm-up), and beside each one records what the host and the server were doing while it ran:
+
+- the kernel's dirty and writeback page-cache bytes (/proc/meminfo), before the query;
+- the bytes the disks read and wrote during it (/proc/diskstats, whole disks);
+- the bytes PostgreSQL's checkpointer wrote during it (/proc/PID/io, so run as the server's
+  user or root), and what it waited on before it (pg_stat_activity: "CheckpointerMain" when
+  no checkpoint runs).
+
+These are read outside the timed call, on a second connection and from /proc. Before and
+after the queries it also reports how much of each of the database's large relations the OS
+page cache holds (util-linux's fincore).
+
+It prints the queries at or above the 95th percentile with these figures, and the medians of
+the figures for the slow and the other queries. Then it runs CHECKPOINT, waits for the
+kernel's dirty pages to be written (sync), and does the same again.
+
+Disk: ~4.1 KB per document (bench_scale); the database is dropped at the end unless --keep.
+
+Run from the repository root (PostgreSQL at --pg-url must allow CREATE DATABASE):
+    .venv/bin/python benchmarks/bench_after_load.py [--size 4000000] [--write-results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_pipeline import (  # noqa: E402
+    DEFAULT_PG,
+    WARMUP_QUERIES,
+    corpus_name,
+    corpus_path,
+    finish,
+    pg_admin,
+    queries_path,
+)
+from bench_scale import SEED, SIMINDEX, Database, run_step, use_code  # noqa: E402
+
+
+def meminfo_kib(*fields: str) -> int:
+    """Sum of /proc/meminfo's ``fields`` (kB)."""
+    total = 0
+    with open("/proc/meminfo") as f:
+        for line in f:
+            name, value = line.split(":", 1)
+            if name in fields:
+                total += int(value.split()[0])
+    return total
+
+
+def disk_sectors() -> tuple[int, int]:
+    """Sectors read and written so far by the whole disks (not partitions, loop or RAM)."""
+    read = written = 0
+    with open("/proc/diskstats") as f:
+        for line in f:
+            fields = line.split()
+            name = fields[2]
+            if name.startswith(("loop", "ram")) or not Path(f"/sys/block/{name}").exists():
+                continue
+            read, written = read + int(fields[5]), written + int(fields[9])
+    return read, written
+
+
+def written_chars(pid: int) -> int:
+    """Bytes the process has passed to write() so far (/proc/PID/io)."""
+    with open(f"/proc/{pid}/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("wchar:"))
+
+
+def timed_queries(url: str, texts: list[str]) -> list[dict]:
+    """Each query's latency and what ran beside it (see the module docstring)."""
+    from simindex import Index
+
+    rows = []
+    with psycopg.connect(url, autocommit=True) as watcher, Index.open(url) as index:
+        pid, _ = watcher.execute(CHECKPOINTER).fetchone()
+        for text in texts[:WARMUP_QUERIES]:
+            index.query(text)
+        for text in texts[WARMUP_QUERIES:]:
+            event = watcher.execute(CHECKPOINTER).fetchone()[1]
+            dirty = meminfo_kib("Dirty", "Writeback")
+            disk, wrote = disk_sectors(), written_chars(pid)
+            started = time.perf_counter()
+            index.query(text)
+            ms = (time.perf_counter() - started) * 1000
+            disk_after, wrote_after = disk_sectors(), written_chars(pid)
+            rows.append({
+                "ms": ms,
+                "dirty_mib": dirty / 1024,
+                "disk_read_kib": (disk_after[0] - disk[0]) / 2,
+                "disk_written_kib": (disk_after[1] - disk[1]) / 2,
+                "checkpointer_kib": (wrote_after - wrote) / 1024,
+                "checkpointer": event or "running",
+            })  # fmt: skip
+    return rows
+
+
+def cached_relations(url: str) -> list[tuple[str, float, float]]:
+    """(relation, MiB in the OS page cache, MiB on disk) of the database's relations of 8 MiB
+    or more (util-linux's fincore over their segment files; the data directory must be
+    readable: run as the server's user or root)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        data = Path(conn.execute("SHOW data_directory").fetchone()[0])
+        relations = conn.execute(
+            "SELECT c.oid::regclass::text, pg_relation_filepath(c.oid) FROM pg_class c "
+            "WHERE c.relkind IN ('r', 'i', 't') AND pg_relation_size(c.oid) >= 8 * 1024 * 1024 "
+            "ORDER BY pg_relation_size(c.oid) DESC"
+        ).fetchall()
+    found = []
+    for name, path in relations:
+        first = data / path
+        files = [first, *sorted(first.parent.glob(f"{first.name}.*"), key=lambda f: f.name)]
+        files = [str(f) for f in files if f.suffix.lstrip(".").isdigit() or f == first]
+        out = subprocess.run(
+            ["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE", *files],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        sizes = np.array([line.split() for line in out.splitlines()], dtype=np.int64)
+        found.append((name, sizes[:, 0].sum() / 2**20, sizes[:, 1].sum() / 2**20))
+    return found
+
+
+def cache_lines(label: str, relations: list[tuple[str, float, float]]) -> list[str]:
+    cells = ", ".join(f"{n} {r:,.0f} of {s:,.0f} MiB" for n, r, s in relations)
+    return [f"{label}, in the OS page cache: {cells}.", ""]
+
+
+# The checkpointer's process id and what it waits on ("CheckpointerMain": no checkpoint).
+CHECKPOINTER = "SELECT pid, wait_event FROM pg_stat_activity WHERE backend_type = 'checkpointer'"
+
+
+def summary(label: str, rows: list[dict]) -> list[str]:
+    """Markdown lines: the p50 / p99, the slow queries, and medians of slow against the rest."""
+    ms = np.array([r["ms"] for r in rows])
+    cut = np.percentile(ms, 95)
+    slow = [r for r in rows if r["ms"] >= cut]
+    rest = [r for r in rows if r["ms"] < cut]
+    figures = ["ms", "dirty_mib", "disk_read_kib", "disk_written_kib", "checkpointer_kib"]
+    lines = [
+        f"### {label}: p50 {np.percentile(ms, 50):.2f} ms, p99 {np.percentile(ms, 99):.2f} ms "
+        f"({len(rows)} queries)",
+        "",
+        "| | ms | dirty + writeback MiB | disk read KiB | disk written KiB | "
+        "checkpointer wrote KiB | checkpointer's wait before |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in sorted(slow, key=lambda r: -r["ms"]):
+        cells = " | ".join(f"{r[f]:.1f}" for f in figures)
+        lines.append(f"| slow | {cells} | {r['checkpointer']} |")
+    for name, group in (("median of the slow", slow), ("median of the rest", rest)):
+        cells = " | ".join(f"{np.median([r[f] for r in group]):.1f}" for f in figures)
+        busy = sum(r["checkpointer"] != "CheckpointerMain" for r in group)
+        lines.append(f"| {name} | {cells} | in a checkpoint: {busy} of {len(group)} |")
+    return [*lines, ""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=4_000_000)
+    parser.add_argument("--pg-url", default=DEFAULT_PG)
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--live", action="store_true", help="the working tree, not git HEAD")
+    parser.add_argument("--write-results", action="store_true")
+    args = parser.parse_args()
+    name = corpus_name(str(args.size))
+    corpus, queries = corpus_path(name, SEED), queries_path(name, SEED)
+    if not corpus.exists():
+        sys.exit(f"{corpus} is missing: generate it with bench_scale.py (its `corpus` step)")
+    texts = [q["text"] for q in json.loads(queries.read_text(encoding="utf-8"))]
+    started = datetime.now(UTC)
+    code = use_code(args.live)
+    db = Database("pg", f"after_load_{args.size}", args.pg_url, Path("."))
+    os.sync()
+    with pg_admin(args.pg_url) as conn:
+        conn.execute("CHECKPOINT")
+    load = run_step(f"ingest ({args.size:,})", [*SIMINDEX, "ingest", str(corpus), "--db", db.url])
+    cached_after_load = cached_relations(db.url)
+    after_load = timed_queries(db.url, texts)
+    cached_after_queries = cached_relations(db.url)
+    db.execute("CHECKPOINT")
+    os.sync()
+    after_checkpoint = timed_queries(db.url, texts)
+    if not args.keep:
+        db.drop()
+    lines = [
+        f"## {started:%Y-%m-%d %H:%M} UTC: point queries on PostgreSQL right after a load of "
+        f"{args.size:,} documents and after a CHECKPOINT, with what ran beside each "
+        "(bench_after_load.py)",
+        "",
+        f"The load: `simindex ingest` {load['seconds']:.1f} s. Slow: the queries at or above "
+        "the 95th percentile. Dirty + writeback: the kernel's, before the query; disk: whole "
+        "disks, during it; checkpointer: what it wrote during the query and what it waited "
+        "on before it.",
+        "",
+        *cache_lines("Right after the load", cached_after_load),
+        *summary("Right after the load", after_load),
+        *cache_lines("After these queries", cached_after_queries),
+        *summary("After a CHECKPOINT and a sync", after_checkpoint),
+        f"Code: {code['code']}. Machine: {platform.node()}, {os.cpu_count()} cores, "
+        f"{platform.python_version()}. Command: `.venv/bin/python benchmarks/bench_after_load.py "
+        f"--size {args.size}`.",
+    ]
+    finish("\n".join(lines) + "\n", args.write_results)
+
+
+if __name__ == "__main__":
+    main()
