@@ -1258,11 +1258,7 @@ class Index:
             active = self._active_banding(connection)
             self._check_pairs_cover(connection, active, threshold)
             banding_id = active["id"]
-            doc_a, doc_b = self._store.pairs_at_least(connection, banding_id, threshold)
-            self._store.delete_clusters(connection, banding_id)
-            documents, cluster_ids = self._recluster(connection, doc_a, doc_b, rule)
-            self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
-            self._store.analyze(connection, "clusters")
+            documents, cluster_ids = self._rebuild_clusters(connection, banding_id, threshold, rule)
             self._store.update_banding(
                 connection, banding_id, clusters_threshold=threshold, clusters_rule=rule
             )
@@ -1275,6 +1271,18 @@ class Index:
             largest=int(sizes.max()) if sizes.size else 0,
             seconds=time.perf_counter() - started,
         )
+
+    def _rebuild_clusters(
+        self, connection: Connection, banding_id: int, threshold: float, rule: Rule
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Replace the banding's clusters with the components of its stored pairs at
+        ``threshold`` (analyzed after: see Store.analyze); their (documents, cluster ids)."""
+        doc_a, doc_b = self._store.pairs_at_least(connection, banding_id, threshold)
+        self._store.delete_clusters(connection, banding_id)
+        documents, cluster_ids = self._recluster(connection, doc_a, doc_b, rule)
+        self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
+        self._store.analyze(connection, "clusters")
+        return documents, cluster_ids
 
     def _recluster(
         self, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, rule: Rule
@@ -1304,15 +1312,12 @@ class Index:
         strong = _similarity(estimated, exact) >= cluster_threshold
         doc_a, doc_b = doc_a[strong], doc_b[strong]
         banding_id = active["id"]
-        if since is None or cluster_threshold < threshold:  # rebuilt pairs: rebuild clusters
+        if cluster_threshold < threshold:  # the pairs no longer reach that low
             self._store.delete_clusters(connection, banding_id)
-            if cluster_threshold < threshold:  # the pairs no longer reach that low
-                self._store.update_banding(connection, banding_id, clusters_threshold=None)
-                return
-            doc_a, doc_b = self._store.pairs_at_least(connection, banding_id, cluster_threshold)
-            documents, cluster_ids = self._recluster(connection, doc_a, doc_b, rule)
-            self._store.insert_clusters(connection, banding_id, documents, cluster_ids)
-            self._store.analyze(connection, "clusters")
+            self._store.update_banding(connection, banding_id, clusters_threshold=None)
+            return
+        if since is None:  # rebuilt pairs: rebuild clusters
+            self._rebuild_clusters(connection, banding_id, cluster_threshold, rule)
             return
         # Incremental: merge the clusters the new pairs touch. Each old cluster enters as a
         # star (member - representative), which keeps it connected.
