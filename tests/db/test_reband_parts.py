@@ -4,6 +4,7 @@ fails or loses its banding leaves nothing behind (docs/reliability.md)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import sqlite3
@@ -89,6 +90,53 @@ def test_a_sqlite_reband_in_parts_holds_one_part_in_the_wal(tmp_path, news, monk
         assert len(parts) == (20 if name == "parts" else 0)  # 20,000 rows, 1,000 a part
     # One transaction's WAL holds every page of the banding; in parts, about a tenth.
     assert wal_sizes["parts"] * 4 < wal_sizes["whole"]
+
+
+def test_a_reader_across_parts_holds_the_wal_back_until_it_ends(tmp_path, news, monkeypatch):
+    """A reader's transaction spanning a part's commit pins the WAL: SQLite cannot write it
+    over from its start, so the parts committed meanwhile pile up in it; once the reader ends,
+    the next part's copy empties it and the parts after write it over again. The reader sees
+    its snapshot throughout, and the banding comes out whole."""
+    corpus = [(f"{copy}-{i}", text, {}) for copy in range(20) for i, text, _ in news]
+    monkeypatch.setattr(store_module, "_WRITE_ROWS", 1_000)
+    monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", 1_000)
+    path = tmp_path / "index.db"
+    url = f"sqlite:///{path}"
+    with Index.create(url, bands=16, rows=8) as index:
+        index.add(corpus)
+        index._store.engine.dispose()
+        sa.event.listen(
+            index._store.engine,
+            "connect",
+            lambda connection, _: connection.execute("PRAGMA wal_autocheckpoint = 1"),
+        )
+        count = "SELECT count(*) FROM band_keys"
+        wal_sizes, seen = [], []
+        with closing(sqlite3.connect(path, isolation_level=None)) as reader:
+
+            def read_across(part: int) -> None:
+                wal_sizes.append(os.path.getsize(f"{path}-wal"))
+                if part == 2:
+                    reader.execute("BEGIN")
+                    seen.append(reader.execute(count).fetchone()[0])
+                if part == 7:
+                    seen.append(reader.execute(count).fetchone()[0])
+                    reader.execute("COMMIT")
+                    seen.append(reader.execute(count).fetchone()[0])
+
+            _between_parts(monkeypatch, read_across)
+            built = index.reband(10, 12)
+        assert _keys(url, built) == _expected_keys(index, 10, 12)
+        assert index.check() == []
+    # wal_sizes[k - 1]: the WAL after part k's commit. The reader began after part 2's copy
+    # had emptied the WAL, so it reads the database file alone and part 3 wrote the WAL over
+    # from its start; but no copy into the file could follow while the reader read it, so
+    # parts 4-8 piled up (part 8 began before a copy after the reader's end). From part 9 on,
+    # each part wrote the WAL over from its start again: it no longer grew.
+    held, after = wal_sizes[2:8], wal_sizes[8:]
+    assert all(later > earlier for earlier, later in itertools.pairwise(held)), wal_sizes
+    assert held[-1] > 4 * held[0] and after and max(after) == held[-1], wal_sizes
+    assert seen[0] == seen[1] < seen[2]  # its snapshot, then the parts committed meanwhile
 
 
 def test_writers_between_the_parts_are_caught_up_with(tmp_path, news, monkeypatch):
