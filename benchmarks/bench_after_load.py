@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from datetime import UTC, datetime
@@ -46,8 +45,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pipeline import (  # noqa: E402
     DEFAULT_PG,
     WARMUP_QUERIES,
+    cached_relations,
     corpus_name,
     corpus_path,
+    disk_counters,
     finish,
     pg_admin,
     queries_path,
@@ -67,16 +68,9 @@ def meminfo_kib(*fields: str) -> int:
 
 
 def disk_sectors() -> tuple[int, int]:
-    """Sectors read and written so far by the whole disks (not partitions, loop or RAM)."""
-    read = written = 0
-    with open("/proc/diskstats") as f:
-        for line in f:
-            fields = line.split()
-            name = fields[2]
-            if name.startswith(("loop", "ram")) or not Path(f"/sys/block/{name}").exists():
-                continue
-            read, written = read + int(fields[5]), written + int(fields[9])
-    return read, written
+    """Sectors read and written so far by the whole disks."""
+    counters = disk_counters()
+    return counters["read_sectors"], counters["written_sectors"]
 
 
 def written_chars(pid: int) -> int:
@@ -111,31 +105,6 @@ def timed_queries(url: str, texts: list[str]) -> list[dict]:
                 "checkpointer": event or "running",
             })  # fmt: skip
     return rows
-
-
-def cached_relations(url: str) -> list[tuple[str, float, float]]:
-    """(relation, MiB in the OS page cache, MiB on disk) of the database's relations of 8 MiB
-    or more (util-linux's fincore over their segment files; the data directory must be
-    readable: run as the server's user or root)."""
-    with psycopg.connect(url, autocommit=True) as conn:
-        data = Path(conn.execute("SHOW data_directory").fetchone()[0])
-        relations = conn.execute(
-            "SELECT c.oid::regclass::text, pg_relation_filepath(c.oid) FROM pg_class c "
-            "WHERE c.relkind IN ('r', 'i', 't') AND pg_relation_size(c.oid) >= 8 * 1024 * 1024 "
-            "ORDER BY pg_relation_size(c.oid) DESC"
-        ).fetchall()
-    found = []
-    for name, path in relations:
-        first = data / path
-        files = [first, *sorted(first.parent.glob(f"{first.name}.*"), key=lambda f: f.name)]
-        files = [str(f) for f in files if f.suffix.lstrip(".").isdigit() or f == first]
-        out = subprocess.run(
-            ["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE", *files],
-            check=True, capture_output=True, text=True,
-        ).stdout  # fmt: skip
-        sizes = np.array([line.split() for line in out.splitlines()], dtype=np.int64)
-        found.append((name, sizes[:, 0].sum() / 2**20, sizes[:, 1].sum() / 2**20))
-    return found
 
 
 def cache_lines(label: str, relations: list[tuple[str, float, float]]) -> list[str]:

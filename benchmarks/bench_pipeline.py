@@ -623,6 +623,52 @@ def child_main(step: str, params_json: str, out: str) -> None:
 # -- the parent: orchestration --------------------------------------------------------------
 
 
+# The /proc/diskstats columns disk_counters sums (0-based, after major, minor and name).
+DISKSTATS = {"reads": 3, "read_sectors": 5, "read_ms": 6, "written_sectors": 9}
+
+
+def disk_counters() -> dict[str, int]:
+    """Counters of the whole disks (not partitions, loop or RAM) so far, summed: reads
+    completed, sectors read, milliseconds spent reading, sectors written."""
+    totals = dict.fromkeys(DISKSTATS, 0)
+    with open("/proc/diskstats") as f:
+        for line in f:
+            fields = line.split()
+            name = fields[2]
+            if name.startswith(("loop", "ram")) or not Path(f"/sys/block/{name}").exists():
+                continue
+            for key, column in DISKSTATS.items():
+                totals[key] += int(fields[column])
+    return totals
+
+
+def cached_relations(url: str) -> list[tuple[str, float, float]]:
+    """(relation, MiB in the OS page cache, MiB on disk) of the database's relations of 8 MiB
+    or more (util-linux's fincore over their segment files; the data directory must be
+    readable: run as the server's user or root)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        data = Path(conn.execute("SHOW data_directory").fetchone()[0])
+        relations = conn.execute(
+            "SELECT c.oid::regclass::text, pg_relation_filepath(c.oid) FROM pg_class c "
+            "WHERE c.relkind IN ('r', 'i', 't') AND pg_relation_size(c.oid) >= 8 * 1024 * 1024 "
+            "ORDER BY pg_relation_size(c.oid) DESC"
+        ).fetchall()
+    found = []
+    for name, path in relations:
+        first = data / path
+        files = [first, *sorted(first.parent.glob(f"{first.name}.*"), key=lambda f: f.name)]
+        files = [str(f) for f in files if f.suffix.lstrip(".").isdigit() or f == first]
+        out = subprocess.run(
+            ["fincore", "--bytes", "--noheadings", "--raw", "--output", "RES,SIZE", *files],
+            check=True, capture_output=True, text=True,
+        ).stdout  # fmt: skip
+        sizes = np.array([line.split() for line in out.splitlines()], dtype=np.int64)
+        found.append((name, sizes[:, 0].sum() / 2**20, sizes[:, 1].sum() / 2**20))
+    return found
+
+
 def cpu_ticks() -> tuple[int, int]:
     """(busy CPU ticks of the whole machine, CPU ticks of PostgreSQL's processes), where the
     latter includes exited backends (the postmaster's cutime/cstime)."""

@@ -13,7 +13,9 @@ records the wall time, the CPU time and the peak RSS (``ru_maxrss`` of that proc
 It also measures in-process point-query latency (``Index.query`` of 200 edited copies of corpus
 documents, bench_pipeline's query step) right after the load (the ingest) and, on PostgreSQL,
 again after a CHECKPOINT (the same queries, so their pages are cached by then: the second
-figure is warm as well as checkpointed; bench_after_load.py); the database size per
+figure is warm as well as checkpointed; bench_after_load.py), with what the disks read
+during the queries right after the load (reads, MiB, mean time of a read) and, on PostgreSQL,
+how much of the index's relations the OS page cache held then (fincore); the database size per
 document and per table; and the quality at scale: recall of the generator's planted pairs
 (document, its edited source) whose exact Jaccard is >= 0.85 (computed for those pairs only)
 among the exported pairs, and the lowest exported similarity.
@@ -73,10 +75,12 @@ from bench_pipeline import (  # noqa: E402 (the sibling script: corpus generator
     DATA,
     DEFAULT_PG,
     RESULTS,
+    cached_relations,
     code_info,
     corpus_name,
     corpus_path,
     cpu_ticks,
+    disk_counters,
     pg_admin,
     pg_url,
     queries_path,
@@ -256,6 +260,16 @@ def query_latency(url: str, queries: Path) -> dict:
     return result
 
 
+def page_cache(url: str) -> list[tuple[str, float, float]] | None:
+    """(relation, MiB cached, MiB) of the index's large relations (bench_pipeline's
+    cached_relations), or None where the server's data directory cannot be read."""
+    try:
+        return cached_relations(url)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"  page cache not measured: {exc}")
+        return None
+
+
 def table_sizes(backend: str, url: str, path: Path | None) -> dict[str, int]:
     """Bytes per table (with its indexes and TOAST) of the index database."""
     if backend == "pg":
@@ -345,8 +359,15 @@ def bench(size: int, backend: str, args: argparse.Namespace, code: str) -> Itera
 
     def latencies() -> None:
         """Point queries right after the load (before another size's steps fill the page
-        cache with their index), then after a CHECKPOINT on PostgreSQL."""
+        cache with their index), then after a CHECKPOINT on PostgreSQL. On PostgreSQL, with
+        how much of the index's relations the OS page cache held right after the load and
+        what the disks read during the queries (what a slow p99 there follows)."""
+        if backend == "pg":
+            result["cache_after_load"] = page_cache(db.url)
+        before = disk_counters()
         result["latency_after_load"] = query_latency(db.url, queries)
+        after = disk_counters()
+        result["latency_after_load"]["disk"] = {k: after[k] - before[k] for k in after}
         if backend == "pg":
             db.execute("CHECKPOINT")
             result["latency_after_checkpoint"] = query_latency(db.url, queries)
@@ -462,6 +483,28 @@ def draw(runs: list[dict]) -> None:
     fig.savefig(PICTURE, dpi=110)
 
 
+def disk_cell(latency: dict) -> str:
+    """What the disks read during a latency run: reads, MiB, mean milliseconds a read."""
+    disk = latency.get("disk")
+    if not disk:
+        return "—"
+    mean = disk["read_ms"] / disk["reads"] if disk["reads"] else 0.0
+    mib = disk["read_sectors"] * 512 / 2**20
+    return f"{disk['reads']:,} reads, {mib:,.1f} MiB, {mean:.2f} ms each"
+
+
+def cache_cell(relations: list | None) -> str:
+    """The share of the index's large relations in the OS page cache, and the least held."""
+    if not relations:
+        return "—"
+    cached, size = sum(r[1] for r in relations), sum(r[2] for r in relations)
+    name, held, whole = min(relations, key=lambda r: r[1] / r[2])
+    return (
+        f"{cached:,.0f} of {size:,.0f} MiB ({cached / size:.1%}); least held: {name} "
+        f"{held:,.0f} of {whole:,.0f} MiB"
+    )
+
+
 def report(runs: list[dict]) -> str:
     sizes = sorted({r["size"] for r in runs})
     by = {(r["size"], r["backend"]): r for r in runs}
@@ -514,6 +557,10 @@ def report(runs: list[dict]) -> str:
                 for b in backends
             ]
             lines.append(f"| query {key.replace('_', ' ')} | " + " | ".join(cells) + " |")
+        cells = [disk_cell(by[(size, b)].get("latency_after_load", {})) for b in backends]
+        lines.append("| disks read during the queries after load | " + " | ".join(cells) + " |")
+        cells = [cache_cell(by[(size, b)].get("cache_after_load")) for b in backends]
+        lines.append("| OS page cache right after the load | " + " | ".join(cells) + " |")
         cells = []
         for b in backends:
             q = by[(size, b)].get("quality")
