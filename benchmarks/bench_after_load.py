@@ -17,7 +17,8 @@ These are read outside the timed call, on a second connection and from /proc. Be
 after the queries it also reports how much of each of the database's large relations the OS
 page cache holds (util-linux's fincore).
 
-It prints the queries at or above the 95th percentile with these figures, and the medians of
+It prints the queries at or above the 95th percentile with these figures and their place in
+the run (1: the first timed query), and the medians of
 the figures for the slow and the other queries. Then it runs CHECKPOINT, waits for the
 kernel's dirty pages to be written (sync), and does the same again.
 
@@ -97,6 +98,7 @@ def timed_queries(url: str, texts: list[str]) -> list[dict]:
             ms = (time.perf_counter() - started) * 1000
             disk_after, wrote_after = disk_sectors(), written_chars(pid)
             rows.append({
+                "n": len(rows) + 1,
                 "ms": ms,
                 "dirty_mib": dirty / 1024,
                 "disk_read_kib": (disk_after[0] - disk[0]) / 2,
@@ -127,17 +129,20 @@ def summary(label: str, rows: list[dict]) -> list[str]:
         f"### {label}: p50 {np.percentile(ms, 50):.2f} ms, p99 {np.percentile(ms, 99):.2f} ms "
         f"({len(rows)} queries)",
         "",
-        "| | ms | dirty + writeback MiB | disk read KiB | disk written KiB | "
-        "checkpointer wrote KiB | checkpointer's wait before |",
-        "|---|---|---|---|---|---|---|",
+        "| | query's place in the run | ms | dirty + writeback MiB | disk read KiB | "
+        "disk written KiB | checkpointer wrote KiB | checkpointer's wait before |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in sorted(slow, key=lambda r: -r["ms"]):
         cells = " | ".join(f"{r[f]:.1f}" for f in figures)
-        lines.append(f"| slow | {cells} | {r['checkpointer']} |")
+        lines.append(f"| slow | {r['n']} | {cells} | {r['checkpointer']} |")
     for name, group in (("median of the slow", slow), ("median of the rest", rest)):
+        place = np.median([r["n"] for r in group])
         cells = " | ".join(f"{np.median([r[f] for r in group]):.1f}" for f in figures)
         busy = sum(r["checkpointer"] != "CheckpointerMain" for r in group)
-        lines.append(f"| {name} | {cells} | in a checkpoint: {busy} of {len(group)} |")
+        lines.append(
+            f"| {name} | {place:.0f} | {cells} | in a checkpoint: {busy} of {len(group)} |"
+        )
     return [*lines, ""]
 
 
