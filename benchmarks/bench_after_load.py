@@ -18,9 +18,9 @@ after the queries it also reports how much of each of the database's large relat
 page cache holds (util-linux's fincore).
 
 It prints the queries at or above the 95th percentile with these figures and their place in
-the run (1: the first timed query), and the medians of
-the figures for the slow and the other queries. Then it runs CHECKPOINT, waits for the
-kernel's dirty pages to be written (sync), and does the same again.
+the run (1: the first timed query), and the medians of the figures for the slow and the other
+queries. Then it runs CHECKPOINT, waits for the kernel's dirty pages to be written (sync),
+and does the same again.
 
 Disk: ~4.1 KB per document (bench_scale); the database is dropped at the end unless --keep.
 
