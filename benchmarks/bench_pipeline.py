@@ -371,6 +371,8 @@ def step_query(url: str, queries: str, rounds: int = 1) -> dict:
         "p99_ms": float(np.percentile(ms, 99)),
         "mean_ms": float(ms.mean()),
         "max_ms": float(ms.max()),
+        # (place in the run, 1 the first timed query; ms) of the five slowest
+        "slowest": [(int(i) + 1, float(ms[i])) for i in np.argsort(ms)[::-1][:5]],
         "warmup_seconds": warmup,
         "found_source": found,
         "matches": matches,

@@ -14,8 +14,10 @@ It also measures in-process point-query latency (``Index.query`` of 200 edited c
 documents, bench_pipeline's query step) right after the load (the ingest) and, on PostgreSQL,
 again after a CHECKPOINT (the same queries, so their pages are cached by then: the second
 figure is warm as well as checkpointed; bench_after_load.py), with what the disks read
-during the queries right after the load (reads, MiB, mean time of a read) and, on PostgreSQL,
-how much of the index's relations the OS page cache held then (fincore); the database size per
+during the queries right after the load (reads, MiB, mean time of a read), their five
+slowest (with their places in the run) and the cores the machine and PostgreSQL kept busy
+meanwhile, and, on PostgreSQL, how much of the index's relations the OS page cache held then
+(fincore); the database size per
 document and per table; and the quality at scale: recall of the generator's planted pairs
 (document, its edited source) whose exact Jaccard is >= 0.85 (computed for those pairs only)
 among the exported pairs, and the lowest exported similarity.
@@ -247,15 +249,23 @@ def quality(pairs_csv: str, corpus: str, threshold: str) -> dict:
 
 
 def query_latency(url: str, queries: Path) -> dict:
-    """bench_pipeline's query step (200 timed Index.query calls) in a fresh process."""
+    """bench_pipeline's query step (200 timed Index.query calls) in a fresh process, with
+    the cores the whole machine and PostgreSQL's processes kept busy while it ran."""
     out = DATA / f".scale_query_{os.getpid()}.json"
     script = REPO / "benchmarks" / "bench_pipeline.py"
     params = json.dumps({"url": url, "queries": str(queries)})
+    busy, postgres = cpu_ticks()
+    started = time.perf_counter()
     subprocess.run(
         [sys.executable, str(script), "--run-step", "query", params, str(out)], check=True
     )
+    wall = time.perf_counter() - started
+    busy_after, postgres_after = cpu_ticks()
     result = json.loads(out.read_text())
     out.unlink()
+    tick = os.sysconf("SC_CLK_TCK")
+    result["busy_cores"] = (busy_after - busy) / tick / wall
+    result["postgres_cores"] = (postgres_after - postgres) / tick / wall
     print(f"  query latency: p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms")
     return result
 
@@ -483,6 +493,18 @@ def draw(runs: list[dict]) -> None:
     fig.savefig(PICTURE, dpi=110)
 
 
+def slow_cell(latency: dict) -> str:
+    """The slowest queries of a latency run (their place in it: ms), and the cores the
+    machine and PostgreSQL kept busy during the run (the query process among them)."""
+    if "slowest" not in latency:
+        return "—"
+    slowest = ", ".join(f"#{place}: {ms:.1f}" for place, ms in latency["slowest"])
+    return (
+        f"{slowest} ms; {latency['busy_cores']:.2f} cores busy, "
+        f"{latency['postgres_cores']:.2f} of them PostgreSQL"
+    )
+
+
 def disk_cell(latency: dict) -> str:
     """What the disks read during a latency run: reads, MiB, mean milliseconds a read."""
     disk = latency.get("disk")
@@ -557,6 +579,8 @@ def report(runs: list[dict]) -> str:
                 for b in backends
             ]
             lines.append(f"| query {key.replace('_', ' ')} | " + " | ".join(cells) + " |")
+        cells = [slow_cell(by[(size, b)].get("latency_after_load", {})) for b in backends]
+        lines.append("| the queries after load: slowest, cores busy | " + " | ".join(cells) + " |")
         cells = [disk_cell(by[(size, b)].get("latency_after_load", {})) for b in backends]
         lines.append("| disks read during the queries after load | " + " | ".join(cells) + " |")
         cells = [cache_cell(by[(size, b)].get("cache_after_load")) for b in backends]
