@@ -17,10 +17,9 @@ figure is warm as well as checkpointed; bench_after_load.py), with what the disk
 during the queries right after the load (reads, MiB, mean time of a read), their five
 slowest (with their places in the run) and the cores the machine and PostgreSQL kept busy
 meanwhile, and, on PostgreSQL, how much of the index's relations the OS page cache held then
-(fincore); the database size per
-document and per table; and the quality at scale: recall of the generator's planted pairs
-(document, its edited source) whose exact Jaccard is >= 0.85 (computed for those pairs only)
-among the exported pairs, and the lowest exported similarity.
+(fincore); the database size per document and per table; and the quality at scale: recall of
+the generator's planted pairs (document, its edited source) whose exact Jaccard is >= 0.85
+(computed for those pairs only) among the exported pairs, and the lowest exported similarity.
 
 Given several sizes, it interleaves them: each step runs at every size before the next step
 starts (both indexes live side by side), so the two times of a 4M ÷ 400k ratio are taken
