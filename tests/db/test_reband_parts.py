@@ -63,24 +63,31 @@ def _between_parts(monkeypatch, action) -> list[int]:
     return parts
 
 
+def _copies_checkpointing_every_commit(url: str, news) -> Index:
+    """An index of 20 copies of the news stories (2,000 documents) whose connections copy the
+    WAL into the database after every commit (SQLite's automatic checkpoint at one page; at
+    its default, after 16 MB, a part being ~190 MB)."""
+    index = Index.create(url, bands=16, rows=8)
+    index.add([(f"{copy}-{i}", text, {}) for copy in range(20) for i, text, _ in news])
+    index._store.engine.dispose()
+    sa.event.listen(
+        index._store.engine,
+        "connect",
+        lambda connection, _: connection.execute("PRAGMA wal_autocheckpoint = 1"),
+    )
+    return index
+
+
 def test_a_sqlite_reband_in_parts_holds_one_part_in_the_wal(tmp_path, news, monkeypatch):
     """Each part's commit copies the WAL into the database (SQLite's automatic checkpoint,
-    here after every commit: at its default, after 16 MB, a part being ~190 MB), and the next
-    part writes the WAL over from its start: the file never holds more than a part."""
-    corpus = [(f"{copy}-{i}", text, {}) for copy in range(20) for i, text, _ in news]
+    here after every commit), and the next part writes the WAL over from its start: the file
+    never holds more than a part."""
     monkeypatch.setattr(store_module, "_WRITE_ROWS", 1_000)  # the rows of an INSERT batch
     wal_sizes = {}
     for name, part_rows in [("whole", 10**9), ("parts", 1_000)]:
         monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", part_rows)
         url = f"sqlite:///{tmp_path / name}.db"
-        with Index.create(url, bands=16, rows=8) as index:
-            index.add(corpus)
-            index._store.engine.dispose()
-            sa.event.listen(
-                index._store.engine,
-                "connect",
-                lambda connection, _: connection.execute("PRAGMA wal_autocheckpoint = 1"),
-            )
+        with _copies_checkpointing_every_commit(url, news) as index:
             parts = _between_parts(monkeypatch, lambda part: None)
             built = index.reband(10, 12)
             wal_sizes[name] = os.path.getsize(tmp_path / f"{name}.db-wal")
@@ -97,19 +104,10 @@ def test_a_reader_across_parts_holds_the_wal_back_until_it_ends(tmp_path, news, 
     over from its start, so the parts committed meanwhile pile up in it; once the reader ends,
     the next part's copy empties it and the parts after write it over again. The reader sees
     its snapshot throughout, and the banding comes out whole."""
-    corpus = [(f"{copy}-{i}", text, {}) for copy in range(20) for i, text, _ in news]
     monkeypatch.setattr(store_module, "_WRITE_ROWS", 1_000)
     monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", 1_000)
     path = tmp_path / "index.db"
-    url = f"sqlite:///{path}"
-    with Index.create(url, bands=16, rows=8) as index:
-        index.add(corpus)
-        index._store.engine.dispose()
-        sa.event.listen(
-            index._store.engine,
-            "connect",
-            lambda connection, _: connection.execute("PRAGMA wal_autocheckpoint = 1"),
-        )
+    with _copies_checkpointing_every_commit(f"sqlite:///{path}", news) as index:
         count = "SELECT count(*) FROM band_keys"
         wal_sizes, seen = [], []
         with closing(sqlite3.connect(path, isolation_level=None)) as reader:
@@ -126,7 +124,7 @@ def test_a_reader_across_parts_holds_the_wal_back_until_it_ends(tmp_path, news, 
 
             _between_parts(monkeypatch, read_across)
             built = index.reband(10, 12)
-        assert _keys(url, built) == _expected_keys(index, 10, 12)
+        assert _keys(f"sqlite:///{path}", built) == _expected_keys(index, 10, 12)
         assert index.check() == []
     # wal_sizes[k - 1]: the WAL after part k's commit. The reader began after part 2's copy
     # had emptied the WAL, so it reads the database file alone and part 3 wrote the WAL over
