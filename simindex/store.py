@@ -1260,10 +1260,11 @@ class Store:
         return f"(SELECT {fields} FROM json_each(:wanted)) AS wanted", {"wanted": rows}
 
     def analyze(self, connection: Connection, table: str) -> None:
-        """Fresh planner statistics of ``table`` (our constant), just rewritten in bulk, on
+        """Fresh planner statistics of ``table`` (our name), just written in bulk, on
         PostgreSQL: autovacuum analyzes it later or never (a server may run without it), and
-        until then the listing of clusters is planned for a few thousand rows, not millions.
-        SQLite keeps no statistics (its joins are ordered in the SQL)."""
+        until then its queries are planned for a few thousand rows, not millions (the
+        listing of clusters, a new banding's GROUP BY). SQLite keeps no statistics (its joins
+        are ordered in the SQL)."""
         if self.dialect == "postgresql":
             connection.exec_driver_sql(f"ANALYZE {table}")
 
@@ -1982,7 +1983,7 @@ class BandKeyWriter:
             f"ALTER TABLE band_keys ATTACH PARTITION {self._table} "
             f"FOR VALUES IN ({self._banding_id})"
         )
-        run(f"ANALYZE {self._table}")
+        self._store.analyze(self._connection, self._table)
         self._new_table = False
 
     def _spool_run(self) -> None:
@@ -2241,7 +2242,7 @@ class StagedLoad:
             f"JOIN staged_offsets o ON o.part = s.document_id >> 32{self._kept('s.document_id')}"
         ).rowcount
         for table in ("documents", "signatures"):
-            connection.exec_driver_sql(f"ANALYZE {table}")
+            self._store.analyze(connection, table)
         return int(moved)
 
     def band_keys(self, banding: int) -> str:
