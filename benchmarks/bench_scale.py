@@ -13,9 +13,9 @@ records the wall time, the CPU time and the peak RSS (``ru_maxrss`` of that proc
 It also measures in-process point-query latency (``Index.query`` of 200 edited copies of corpus
 documents, bench_pipeline's query step) right after the load (the ingest) and, on PostgreSQL,
 again after a CHECKPOINT (the same queries, so their pages are cached by then: the second
-figure is warm as well as checkpointed; bench_after_load.py), with what the disks read
-during the queries right after the load (reads, MiB, mean time of a read), their five
-slowest (with their places in the run) and the cores the machine and PostgreSQL kept busy
+figure is warm as well as checkpointed; bench_after_load.py), with what the disks did
+during the queries right after the load (reads, MiB, mean time of a read; MiB written), their
+five slowest (with their places in the run) and the cores the machine and PostgreSQL kept busy
 meanwhile, and, on PostgreSQL, how much of the index's relations the OS page cache held then
 (fincore); the database size per document and per table; and the quality at scale: recall of
 the generator's planted pairs (document, its edited source) whose exact Jaccard is >= 0.85
@@ -249,22 +249,24 @@ def quality(pairs_csv: str, corpus: str, threshold: str) -> dict:
 
 def query_latency(url: str, queries: Path) -> dict:
     """bench_pipeline's query step (200 timed Index.query calls) in a fresh process, with
-    the cores the whole machine and PostgreSQL's processes kept busy while it ran."""
+    the cores the whole machine and PostgreSQL's processes kept busy and what the disks did
+    while it ran."""
     out = DATA / f".scale_query_{os.getpid()}.json"
     script = REPO / "benchmarks" / "bench_pipeline.py"
     params = json.dumps({"url": url, "queries": str(queries)})
-    busy, postgres = cpu_ticks()
+    (busy, postgres), disk = cpu_ticks(), disk_counters()
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, str(script), "--run-step", "query", params, str(out)], check=True
     )
     wall = time.perf_counter() - started
-    busy_after, postgres_after = cpu_ticks()
+    (busy_after, postgres_after), disk_after = cpu_ticks(), disk_counters()
     result = json.loads(out.read_text())
     out.unlink()
     tick = os.sysconf("SC_CLK_TCK")
     result["busy_cores"] = (busy_after - busy) / tick / wall
     result["postgres_cores"] = (postgres_after - postgres) / tick / wall
+    result["disk"] = {k: disk_after[k] - disk[k] for k in disk}
     print(f"  query latency: p50 {result['p50_ms']:.2f} ms, p99 {result['p99_ms']:.2f} ms")
     return result
 
@@ -368,15 +370,11 @@ def bench(size: int, backend: str, args: argparse.Namespace, code: str) -> Itera
 
     def latencies() -> None:
         """Point queries right after the load (before another size's steps fill the page
-        cache with their index), then after a CHECKPOINT on PostgreSQL. On PostgreSQL, with
-        how much of the index's relations the OS page cache held right after the load and
-        what the disks read during the queries (what a slow p99 there follows)."""
+        cache with their index), then after a CHECKPOINT on PostgreSQL; on PostgreSQL, with
+        how much of the index's relations the OS page cache held right after the load."""
         if backend == "pg":
             result["cache_after_load"] = page_cache(db.url)
-        before = disk_counters()
         result["latency_after_load"] = query_latency(db.url, queries)
-        after = disk_counters()
-        result["latency_after_load"]["disk"] = {k: after[k] - before[k] for k in after}
         if backend == "pg":
             db.execute("CHECKPOINT")
             result["latency_after_checkpoint"] = query_latency(db.url, queries)
@@ -505,13 +503,16 @@ def slow_cell(latency: dict) -> str:
 
 
 def disk_cell(latency: dict) -> str:
-    """What the disks read during a latency run: reads, MiB, mean milliseconds a read."""
+    """What the disks did during a latency run: reads, MiB, mean milliseconds a read; MiB
+    written."""
     disk = latency.get("disk")
     if not disk:
         return "—"
     mean = disk["read_ms"] / disk["reads"] if disk["reads"] else 0.0
-    mib = disk["read_sectors"] * 512 / 2**20
-    return f"{disk['reads']:,} reads, {mib:,.1f} MiB, {mean:.2f} ms each"
+    read, written = (disk[k] * 512 / 2**20 for k in ("read_sectors", "written_sectors"))
+    return (
+        f"{disk['reads']:,} reads, {read:,.1f} MiB, {mean:.2f} ms each; {written:,.2f} MiB written"
+    )
 
 
 def cache_cell(relations: list | None) -> str:
@@ -581,7 +582,7 @@ def report(runs: list[dict]) -> str:
         cells = [slow_cell(by[(size, b)].get("latency_after_load", {})) for b in backends]
         lines.append("| the queries after load: slowest, cores busy | " + " | ".join(cells) + " |")
         cells = [disk_cell(by[(size, b)].get("latency_after_load", {})) for b in backends]
-        lines.append("| disks read during the queries after load | " + " | ".join(cells) + " |")
+        lines.append("| disks during the queries after load | " + " | ".join(cells) + " |")
         cells = [cache_cell(by[(size, b)].get("cache_after_load")) for b in backends]
         lines.append("| OS page cache right after the load | " + " | ".join(cells) + " |")
         cells = []
