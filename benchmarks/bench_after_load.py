@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from datetime import UTC, datetime
@@ -51,6 +50,7 @@ from bench_pipeline import (  # noqa: E402
     corpus_path,
     disk_counters,
     finish,
+    host,
     pg_admin,
     queries_path,
 )
@@ -188,9 +188,8 @@ def main() -> None:
         *summary("Right after the load", after_load),
         *cache_lines("After these queries", cached_after_queries),
         *summary("After a CHECKPOINT and a sync", after_checkpoint),
-        f"Code: {code['code']}. Machine: {platform.node()}, {os.cpu_count()} cores, "
-        f"{platform.python_version()}. Command: `.venv/bin/python benchmarks/bench_after_load.py "
-        f"--size {args.size}`.",
+        f"Code: {code['code']}. Machine: {host()}. Command: "
+        f"`.venv/bin/python benchmarks/bench_after_load.py --size {args.size}`.",
     ]
     finish("\n".join(lines) + "\n", args.write_results)
 

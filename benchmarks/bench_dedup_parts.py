@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -51,6 +50,7 @@ from bench_pipeline import (  # noqa: E402
     corpus_name,
     corpus_path,
     finish,
+    host,
     maxrss_mib,
     pg_admin,
 )
@@ -232,8 +232,7 @@ def main() -> None:
     lines += [
         "",
         f"Run {started:%Y-%m-%d %H:%M} - {datetime.now(UTC):%H:%M} UTC, code "
-        f"{code['code']}. Machine: "
-        f"{platform.node()}, {os.cpu_count()} cores, {platform.python_version()}. Command: "
+        f"{code['code']}. Machine: {host()}. Command: "
         f"`.venv/bin/python benchmarks/bench_dedup_parts.py --backend {args.backend} "
         f"--sizes {' '.join(map(str, args.sizes))} --parts {' '.join(args.parts)}`.",
     ]

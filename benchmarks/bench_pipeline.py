@@ -625,6 +625,11 @@ def child_main(step: str, params_json: str, out: str) -> None:
 # -- the parent: orchestration --------------------------------------------------------------
 
 
+def host() -> str:
+    """The machine a benchmark ran on, as its reports name it: host name, cores, Python."""
+    return f"{platform.node()}, {os.cpu_count()} cores, {platform.python_version()}"
+
+
 # The /proc/diskstats columns disk_counters sums (0-based, after major, minor and name).
 DISKSTATS = {"reads": 3, "read_sectors": 5, "read_ms": 6, "written_sectors": 9}
 

@@ -60,7 +60,6 @@ import csv
 import gzip
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -82,6 +81,7 @@ from bench_pipeline import (  # noqa: E402 (the sibling script: corpus generator
     corpus_path,
     cpu_ticks,
     disk_counters,
+    host,
     pg_admin,
     pg_url,
     queries_path,
@@ -646,10 +646,9 @@ def report(runs: list[dict]) -> str:
                 "",
                 f"SQLite whole job ÷ PostgreSQL's at {size:,}: {ratio:.2f}x (target ≤ 1.25x).",
             ]
-    machine = f"{platform.node()}, {os.cpu_count()} cores, {platform.python_version()}"
     lines += [
         "",
-        f"Machine: {machine}. Command: `.venv/bin/python benchmarks/bench_scale.py "
+        f"Machine: {host()}. Command: `.venv/bin/python benchmarks/bench_scale.py "
         f"--sizes {' '.join(str(s) for s in sizes)}` (or one size at a time), then "
         "`--report`.",
         "",
