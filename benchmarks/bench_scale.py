@@ -620,7 +620,7 @@ def report(runs: list[dict]) -> str:
         if (small, b) in by and (large, b) in by:
             lo, hi = by[(small, b)], by[(large, b)]
             ratios = ", ".join(
-                f"{step} {hi['steps'][step]['seconds'] / lo['steps'][step]['seconds']:.1f}x "
+                f"{step} {hi['steps'][step]['seconds'] / lo['steps'][step]['seconds']:.2f}x "
                 f"(CPU {hi['steps'][step]['cpu_seconds'] / lo['steps'][step]['cpu_seconds']:.1f}x)"
                 for step in STEPS
                 if step in hi["steps"] and step in lo["steps"]
