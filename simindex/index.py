@@ -96,6 +96,10 @@ ESTIMATED_PAIRS = 8_192
 # to 259 MiB: RESULTS.md, 2026-11-26 16:15 and 16:32 UTC).
 SCAN_SHARE = 0.4
 SCAN_ROWS = 5_000
+# Candidates of a point query up to which its one statement reads their texts too (see
+# Store.documents_in_buckets); past it, a second statement reads the documents of those
+# whose estimate passes. Most queries have one to three.
+QUERY_TEXT_CANDIDATES = 8
 
 OnDuplicate = Literal["fail", "skip", "replace"]
 OnEmpty = Literal["fail", "skip"]
@@ -791,18 +795,48 @@ class Index:
         active, found = self._bucket_members(profile.signatures, max_bucket_size)
         _expected_recall(active, threshold, self.spec.num_perm)
         found.pop(exclude, None)
-        if not found:
+        doc_ids = self._plausible_candidates(profile.signatures, found, threshold)
+        if not doc_ids.size:
             return []
-        doc_ids = np.array(sorted(found), dtype=np.int64)
         stored, names = self._as_profiles(doc_ids, found)
         rows = np.arange(1, doc_ids.size + 1)  # the query is row 0 of the pool
         estimated, exact = compare(profile.concat(stored), np.zeros_like(rows), rows)
         matches = _matches([None, *names], rows, estimated, exact, threshold)
         return matches[:limit] if limit is not None else matches
 
+    def _plausible_candidates(
+        self,
+        signature: np.ndarray,
+        found: dict[int, tuple[str | None, str | None, bytes]],
+        threshold: float,
+    ) -> np.ndarray:
+        """The sorted ids of a query's candidates (``found``, see _bucket_members) whose
+        estimate against the query's ``signature`` leaves a similarity >= threshold possible
+        (verify.estimate_floor, as `pairs` rules pairs out; without kept text the estimate is
+        the verdict). Those ``found`` holds without their external id and text get them,
+        read in one statement, into ``found``; any deleted meanwhile is left out."""
+        from simindex.minhash import estimate_rows, unpack
+        from simindex.verify import estimate_floor
+
+        ids = np.array(sorted(found), dtype=np.int64)
+        if not ids.size:
+            return ids
+        stored = unpack([found[int(i)][2] for i in ids], self.spec.num_perm)
+        sigs = np.concatenate([signature, stored])  # the query is row 0
+        estimated = estimate_rows(sigs, np.zeros_like(ids), np.arange(1, ids.size + 1))
+        floor = estimate_floor(threshold, self.spec.num_perm) if self.keep_text else threshold
+        ids = ids[estimated >= floor]
+        unread = ids[[found[int(i)][0] is None for i in ids.tolist()]]
+        if unread.size:
+            with self._statement() as connection:
+                read = self._store.documents_of(connection, unread)
+            found.update(read)
+            ids = ids[[found[int(i)][0] is not None for i in ids.tolist()]]
+        return ids
+
     def _bucket_members(
         self, signatures: np.ndarray, max_bucket_size: int
-    ) -> tuple[dict[str, Any], dict[int, tuple[str, str | None, bytes]]]:
+    ) -> tuple[dict[str, Any], dict[int, tuple[str | None, str | None, bytes]]]:
         """The active banding and the stored rows of the documents sharing one of its buckets
         with ``signatures`` (see Store.documents_in_buckets). One statement, with no
         transaction around it, in the common case (a point query's time is mostly round
@@ -814,7 +848,7 @@ class Index:
             while True:
                 keys = lsh.band_keys(signatures, active["bands"], active["rows"])
                 found = self._store.documents_in_buckets(
-                    connection, active["id"], keys, max_bucket_size
+                    connection, active["id"], keys, max_bucket_size, QUERY_TEXT_CANDIDATES
                 )
                 latest = active if found else self._active_banding(connection)
                 if latest["id"] == active["id"]:

@@ -918,14 +918,23 @@ class Store:
         return self._document_rows(connection, f"d.id {among}", params)
 
     def documents_in_buckets(
-        self, connection: Connection, banding_id: int, keys: np.ndarray, max_bucket_size: int
-    ) -> dict[int, tuple[str, str | None, bytes]]:
+        self,
+        connection: Connection,
+        banding_id: int,
+        keys: np.ndarray,
+        max_bucket_size: int,
+        with_text: int,
+    ) -> dict[int, tuple[str | None, str | None, bytes]]:
         """Like documents_of, for the documents sharing a bucket with any row of ``keys``
         (int64, (m, bands)): a point query's candidates, in one round trip. Of each bucket
         only the ``max_bucket_size`` lowest document ids (the earliest documents) are taken,
         each bucket read along the primary key up to the last of them: a hot bucket costs
-        that many rows, not its size. Nothing when ``banding_id`` is not the active banding
-        (checked in the same statement, so in the same snapshot as the band keys)."""
+        that many rows, not its size. Past ``with_text`` documents in all, only the
+        signatures are read (external id and text None): most such candidates share a
+        sentence with the query and no more, and their documents' rows (text, often in
+        TOAST) are the pages a query reads at random, so the caller reads those of the few
+        its estimate keeps. Nothing when ``banding_id`` is not the active banding (checked
+        in the same statement, so in the same snapshot as the band keys)."""
         band, key, _ = _key_rows(keys)
         source, params = self._rows_source({"band": band, "key": key})
         last = (
@@ -943,8 +952,29 @@ class Store:
             "AND k.key = bucket.key AND k.document_id <= bucket.last_id"
         )
         active = "SELECT 1 FROM bandings WHERE id = :banding_id AND is_active"
-        params = {**params, "banding_id": banding_id, "offset": max_bucket_size - 1}
-        return self._document_rows(connection, f"d.id IN ({members}) AND EXISTS ({active})", params)
+        few = "(SELECT count(DISTINCT document_id) FROM members) <= :with_text"
+        # PostgreSQL reads documents only when ``few`` holds as a WHERE of its own (a
+        # one-time filter), not as a condition of the join (tested on each joined row).
+        documents = (
+            f"LEFT JOIN LATERAL (SELECT external_id, text FROM documents WHERE id = "
+            f"s.document_id AND {few}) AS d ON true"
+            if self.dialect == "postgresql"
+            else f"LEFT JOIN documents d ON d.id = s.document_id AND {few}"
+        )
+        statement = (
+            f"WITH members AS MATERIALIZED ({members}) "
+            f"SELECT s.document_id, d.external_id, d.text, s.minhashes FROM signatures s "
+            f"{documents} "
+            f"WHERE s.document_id IN (SELECT document_id FROM members) AND EXISTS ({active})"
+        )
+        params = {
+            **params,
+            "banding_id": banding_id,
+            "offset": max_bucket_size - 1,
+            "with_text": with_text,
+        }
+        rows = connection.execute(sa.text(statement), params)
+        return {int(i): (e, t, bytes(blob)) for i, e, t, blob in rows}
 
     def text_sizes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
         """Bytes of stored text (0 when not kept) of each of the sorted document ids."""

@@ -26,6 +26,7 @@ from simindex.errors import (
 )
 from simindex.exact import similar_pairs
 from simindex.store import database_url
+from simindex.verify import exact_jaccard
 
 
 def _pairs(index: Index, threshold: float) -> dict[tuple[str, str], float]:
@@ -101,6 +102,82 @@ def test_query_text_and_query_id(db_url, news):
             index.query_id("nope")
         with pytest.raises(EmptyDocumentError):
             index.query("  \n ")
+
+
+def _variants(text: str, count: int, seed: int) -> list[str]:
+    """``count`` copies of ``text``, each with a growing share of its words replaced: their
+    similarities to it spread from near 1 down to well below 0.5."""
+    rng = np.random.default_rng(seed)
+    words = text.split()
+    out = []
+    for i in range(count):
+        changed = list(words)
+        for at in rng.choice(len(words), size=len(words) * i // (2 * count), replace=False):
+            changed[at] = f"w{rng.integers(10**6)}"
+        out.append(" ".join(changed))
+    return out
+
+
+def test_a_query_with_many_candidates_reads_the_texts_of_the_plausible_ones_only(
+    db_url, news, monkeypatch
+):
+    """Past QUERY_TEXT_CANDIDATES candidates, the statement reads signatures only and a
+    second one the documents of the candidates whose estimate passes: the same matches, with
+    the same exact similarities, as when the statement reads every candidate's text."""
+    import simindex.index
+
+    text = dict((d[0], d[1]) for d in news)["n001"]
+    docs = [(f"v{i:02d}", v) for i, v in enumerate(_variants(text, 40, seed=3))]
+    with Index.create(db_url) as index:
+        index.add(docs)
+        calls = {"buckets": [], "read": []}
+        in_buckets, documents_of = index._store.documents_in_buckets, index._store.documents_of
+
+        def spy_buckets(*args):
+            found = in_buckets(*args)
+            calls["buckets"].append(dict(found))  # as read: the query adds to it
+            return found
+
+        def spy_documents(connection, ids):
+            calls["read"].append(ids.tolist())
+            return documents_of(connection, ids)
+
+        monkeypatch.setattr(index._store, "documents_in_buckets", spy_buckets)
+        monkeypatch.setattr(index._store, "documents_of", spy_documents)
+        split = index.query(text)
+        monkeypatch.setattr(simindex.index, "QUERY_TEXT_CANDIDATES", 10**6)
+        whole = index.query(text)
+    first, second = calls["buckets"]
+    assert len(first) == len(second) > 20  # candidates, past QUERY_TEXT_CANDIDATES
+    assert all(row[0] is None and row[1] is None for row in first.values())
+    assert all(row[0] is not None for row in second.values())
+    (read,) = calls["read"]  # one more statement, in the first query only
+    assert len(whole) < len(read) < len(first)  # plausible: more than match, fewer than all
+    assert split == whole and len(whole) >= 5
+    sets = shingle_sets([normalize(t) for t in [text, *(v for _, v in docs)]], SignatureSpec())
+    jaccard = exact_jaccard(sets, np.zeros(40, np.int64), np.arange(1, 41))
+    exact = dict(zip((d[0] for d in docs), jaccard.tolist(), strict=True))
+    for match in whole:
+        assert match.exact_jaccard == pytest.approx(exact[match.external_id], abs=1e-12)
+
+
+def test_a_candidate_deleted_between_a_querys_two_statements_is_left_out(db_url, news):
+    """Another writer deletes a plausible candidate after the bucket lookup and before its
+    document is read: the answer leaves it out, and holds the rest."""
+    text = dict((d[0], d[1]) for d in news)["n001"]
+    docs = [(f"v{i:02d}", v) for i, v in enumerate(_variants(text, 40, seed=3))]
+    with Index.create(db_url) as index, Index.open(db_url) as writer:
+        index.add(docs)
+        before = [m.external_id for m in index.query(text)]
+        documents_of = index._store.documents_of
+
+        def delete_first(connection, ids):
+            writer.delete([before[0]])
+            return documents_of(connection, ids)
+
+        index._store.documents_of = delete_first
+        after = [m.external_id for m in index.query(text)]
+    assert len(before) >= 5 and after == before[1:]
 
 
 def test_a_query_follows_a_reband_made_by_another_index_object(db_url, news):
