@@ -9,8 +9,9 @@ warm-up), and beside each one records what the host and the server were doing wh
 
 - the kernel's dirty and writeback page-cache bytes (/proc/meminfo), before the query;
 - the bytes the disks read and wrote during it (/proc/diskstats, whole disks);
-- the documents sharing a bucket with the query (its candidates, which its statement reads
-  with their texts), their text KiB, and the ms of that statement run once more after it;
+- the documents sharing a bucket with the query (its candidates), the KiB of text its
+  statement read with them (none past eight candidates: Store.documents_in_buckets), and the
+  ms of that statement run once more after it;
 - the bytes PostgreSQL's checkpointer wrote during it (/proc/PID/io, so run as the server's
   user or root), and what it waited on before it (pg_stat_activity: "CheckpointerMain" when
   no checkpoint runs).
@@ -116,9 +117,10 @@ def timed_queries(url: str, texts: list[str]) -> list[dict]:
 
 
 def bucket_members(index, text: str) -> tuple[int, float, float]:
-    """The documents a query of ``text`` reads (its candidates), the KiB of their texts, and
-    the ms of the statement that reads them, run again (its pages cached now): the work of
-    one query, measured after its timed call, through the Index's own look-up."""
+    """The documents sharing a bucket with a query of ``text`` (its candidates), the KiB of
+    text the statement that reads them read, and that statement's ms, run again (its pages
+    cached now): the work of one query, measured after its timed call, through the Index's
+    own look-up."""
     from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
 
     signatures = index._text_profile(text).signatures
@@ -206,9 +208,9 @@ def main() -> None:
         f"The load: `simindex ingest` {load['seconds']:.1f} s. Slow: the queries at or above "
         "the 95th percentile. Dirty + writeback: the kernel's, before the query; disk: whole "
         "disks, during it; checkpointer: what it wrote during the query and what it waited "
-        "on before it. Candidates: the documents sharing a bucket with the query, which its "
-        "statement reads with their texts; that statement again: its ms run once more right "
-        "after the query.",
+        "on before it. Candidates: the documents sharing a bucket with the query; their text: "
+        "what its statement read of it (none past eight candidates); that statement again: its "
+        "ms run once more right after the query.",
         "",
         *cache_lines("Right after the load", cached_after_load),
         *summary("Right after the load", after_load),

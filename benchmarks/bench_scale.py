@@ -247,8 +247,9 @@ def quality(pairs_csv: str, corpus: str, threshold: str) -> dict:
     }
 
 
-def query_latency(url: str, queries: Path) -> dict:
-    """bench_pipeline's query step (200 timed Index.query calls) in a fresh process, with
+def query_latency(url: str, queries: Path, env: dict | None = None) -> dict:
+    """bench_pipeline's query step (200 timed Index.query calls) in a fresh process, in
+    CODE_ENV (the measured code, as the steps run_step runs) unless ``env`` is given, with
     the cores the whole machine and PostgreSQL's processes kept busy and what the disks did
     while it ran."""
     out = DATA / f".scale_query_{os.getpid()}.json"
@@ -257,7 +258,9 @@ def query_latency(url: str, queries: Path) -> dict:
     (busy, postgres), disk = cpu_ticks(), disk_counters()
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, str(script), "--run-step", "query", params, str(out)], check=True
+        [sys.executable, str(script), "--run-step", "query", params, str(out)],
+        check=True,
+        env=CODE_ENV if env is None else env,
     )
     wall = time.perf_counter() - started
     (busy_after, postgres_after), disk_after = cpu_ticks(), disk_counters()
