@@ -10,7 +10,7 @@ warm-up), and beside each one records what the host and the server were doing wh
 - the kernel's dirty and writeback page-cache bytes (/proc/meminfo), before the query;
 - the bytes the disks read and wrote during it (/proc/diskstats, whole disks);
 - the documents sharing a bucket with the query (its candidates), the KiB of text its
-  statement read with them (none past eight candidates: Store.documents_in_buckets), and the
+  statement read with them (none past QUERY_TEXT_CANDIDATES: Store.documents_in_buckets), and the
   ms of that statement run once more after it;
 - the bytes PostgreSQL's checkpointer wrote during it (/proc/PID/io, so run as the server's
   user or root), and what it waited on before it (pg_stat_activity: "CheckpointerMain" when
@@ -58,6 +58,8 @@ from bench_pipeline import (  # noqa: E402
     queries_path,
 )
 from bench_scale import SEED, SIMINDEX, Database, run_step, use_code  # noqa: E402
+
+from simindex.index import QUERY_TEXT_CANDIDATES  # noqa: E402
 
 
 def meminfo_kib(*fields: str) -> int:
@@ -125,7 +127,7 @@ def bucket_members(index, text: str) -> tuple[int, float, float]:
 
     signatures = index._text_profile(text).signatures
     started = time.perf_counter()
-    _, found = index._bucket_members(signatures, DEFAULT_MAX_BUCKET_SIZE)
+    _, found = index._bucket_members(signatures, DEFAULT_MAX_BUCKET_SIZE, QUERY_TEXT_CANDIDATES)
     again_ms = (time.perf_counter() - started) * 1000
     text_bytes = sum(len((row[1] or "").encode()) for row in found.values())
     return len(found), text_bytes / 1024, again_ms
@@ -209,8 +211,8 @@ def main() -> None:
         "the 95th percentile. Dirty + writeback: the kernel's, before the query; disk: whole "
         "disks, during it; checkpointer: what it wrote during the query and what it waited "
         "on before it. Candidates: the documents sharing a bucket with the query; their text: "
-        "what its statement read of it (none past eight candidates); that statement again: its "
-        "ms run once more right after the query.",
+        f"what its statement read of it (none past {QUERY_TEXT_CANDIDATES} candidates); that "
+        "statement again: its ms run once more right after the query.",
         "",
         *cache_lines("Right after the load", cached_after_load),
         *summary("Right after the load", after_load),

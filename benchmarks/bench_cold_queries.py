@@ -5,8 +5,8 @@ RESULTS.md 2026-11-29 07:23: 1,533 of 2,232 MiB of the signatures), so a query r
 its pages from the disk, and how many follows how many rows it reads at random. A host's
 speed drifts too much for two separate loads to compare two commits' queries, so this script
 loads bench_scale's corpus once (or takes --db, an index of it), and then, for each pair, for
-commit A and then B: empties the OS page cache (sync, then /proc/sys/vm/drop_caches) and
-restarts PostgreSQL (its shared buffers), and runs bench_pipeline's query step (the timed
+commit A and then B (B first in even pairs): empties the OS page cache (sync, then
+/proc/sys/vm/drop_caches) and restarts PostgreSQL (its shared buffers), and runs bench_pipeline's query step (the timed
 queries after its warm-up) with that commit's code, recording its p50 / p99 and what the
 disks read. Both commits read the same index from the same cold state, every page of it from
 the disk the first time.
@@ -89,7 +89,8 @@ def main() -> None:
     url = args.db or loaded.url
     runs: dict[str, list[dict]] = {commit: [] for commit in commits}
     for pair in range(1, args.pairs + 1):
-        for commit in commits:
+        # A, B, then B, A: the host below this machine may keep what the first run read.
+        for commit in commits if pair % 2 else commits[::-1]:
             print(f"pair {pair}: {commit}")
             cold(args.cluster)
             runs[commit].append(query_latency(url, queries, env=envs[commit]))

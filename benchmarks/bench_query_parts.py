@@ -1,12 +1,13 @@
 """Benchmark: where a point query's time goes, part by part.
 
 `Index.query(text)` signs the text in the process, reads the documents that share a bucket with
-it in one statement, and compares them with it. For each of a corpus's query texts (the edited
+it in one statement (past QUERY_TEXT_CANDIDATES of them, their signatures only, and in a second
+statement the documents of those whose estimate passes), and compares them with it. For each of a corpus's query texts (the edited
 copies bench_pipeline.py and bench_scale.py time, after the same warm-up) this script times:
 
 - whole: `Index.query(text)`, as bench_pipeline.py's query step times it;
-- statement in whole: the driver's execute of its bucket lookup, inside that call (the first
-  time the statement reads its pages);
+- statement in whole: the driver's execute of its bucket lookup (its first statement), inside
+  that call (the first time the statement reads its pages);
 - sign: normalizing, shingling and signing the text;
 - rest of whole: whole less sign and statement (band keys, SQLAlchemy, comparing the
   candidates with the text);
@@ -47,6 +48,7 @@ from bench_pipeline import WARMUP_QUERIES, finish  # noqa: E402 (the sibling scr
 
 from simindex import Index  # noqa: E402
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE  # noqa: E402
+from simindex.index import QUERY_TEXT_CANDIDATES  # noqa: E402
 from simindex.store import display_url  # noqa: E402
 
 
@@ -56,11 +58,12 @@ def measure(index: Index, texts: list[str]) -> dict[str, list[float]]:
 
     @event.listens_for(index._store.engine, "before_cursor_execute")
     def capture(_conn, _cursor, sql, parameters, _context, _executemany):
-        statement.update(sql=sql, parameters=parameters, started=time.perf_counter())
+        if "sql" not in statement:  # the lookup: a query's first statement
+            statement.update(sql=sql, parameters=parameters, started=time.perf_counter())
 
     @event.listens_for(index._store.engine, "after_cursor_execute")
     def executed(*_):
-        statement["seconds"] = time.perf_counter() - statement["started"]
+        statement.setdefault("seconds", time.perf_counter() - statement["started"])
 
     postgres = index._store.dialect == "postgresql"
     parts: dict[str, list[float]] = {}
@@ -72,6 +75,7 @@ def measure(index: Index, texts: list[str]) -> dict[str, list[float]]:
     try:
         cursor = raw.cursor()
         for text in texts:
+            statement.clear()
             started = time.perf_counter()
             index.query(text)
             record("whole", time.perf_counter() - started)
@@ -82,7 +86,9 @@ def measure(index: Index, texts: list[str]) -> dict[str, list[float]]:
             record("sign", time.perf_counter() - started)
 
             started = time.perf_counter()
-            _, found = index._bucket_members(profile.signatures, DEFAULT_MAX_BUCKET_SIZE)
+            _, found = index._bucket_members(
+                profile.signatures, DEFAULT_MAX_BUCKET_SIZE, QUERY_TEXT_CANDIDATES
+            )
             record("lookup", time.perf_counter() - started)
             record("candidates", len(found))
             sql, parameters = statement["sql"], statement["parameters"]

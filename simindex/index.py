@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -787,15 +787,21 @@ class Index:
         max_bucket_size: int,
         exclude: int | None,
     ) -> list[Match]:
-        from simindex.verify import compare
+        from simindex.verify import compare, estimate_floor
 
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if max_bucket_size < 1:
             raise ParameterError(f"max_bucket_size must be at least 1, got {max_bucket_size}")
-        active, found = self._bucket_members(profile.signatures, max_bucket_size)
+        floor = estimate_floor(threshold, self.spec.num_perm) if self.keep_text else threshold
+        # Without a floor every candidate's document is needed: read in the lookup itself.
+        with_text = QUERY_TEXT_CANDIDATES if floor > 0 else sys.maxsize
+        for _ in range(2):  # again, once, if a candidate went between the two statements
+            active, found = self._bucket_members(profile.signatures, max_bucket_size, with_text)
+            found.pop(exclude, None)
+            doc_ids, complete = self._plausible_candidates(profile.signatures, found, floor)
+            if complete:
+                break
         _expected_recall(active, threshold, self.spec.num_perm)
-        found.pop(exclude, None)
-        doc_ids = self._plausible_candidates(profile.signatures, found, threshold)
         if not doc_ids.size:
             return []
         stored, names = self._as_profiles(doc_ids, found)
@@ -808,37 +814,38 @@ class Index:
         self,
         signature: np.ndarray,
         found: dict[int, tuple[str | None, str | None, bytes]],
-        threshold: float,
-    ) -> np.ndarray:
+        floor: float,
+    ) -> tuple[np.ndarray, bool]:
         """The sorted ids of a query's candidates (``found``, see _bucket_members) whose
-        estimate against the query's ``signature`` leaves a similarity >= threshold possible
-        (verify.estimate_floor, as `pairs` rules pairs out; without kept text the estimate is
-        the verdict). Those ``found`` holds without their external id and text get them,
-        read in one statement, into ``found``; any deleted meanwhile is left out."""
+        estimate against the query's ``signature`` is at least ``floor`` (verify.estimate_floor,
+        as `pairs` rules pairs out; without kept text the threshold: the estimate is the
+        verdict), and whether all of them are still there. Those ``found`` holds without their
+        external id and text are read, in one statement, into ``found``; one deleted (or
+        replaced, which gives it a new id) since the lookup is left out, and the answer is then
+        not complete."""
         from simindex.minhash import estimate_rows, unpack
-        from simindex.verify import estimate_floor
 
         ids = np.array(sorted(found), dtype=np.int64)
         if not ids.size:
-            return ids
+            return ids, True
         stored = unpack([found[int(i)][2] for i in ids], self.spec.num_perm)
         sigs = np.concatenate([signature, stored])  # the query is row 0
         estimated = estimate_rows(sigs, np.zeros_like(ids), np.arange(1, ids.size + 1))
-        floor = estimate_floor(threshold, self.spec.num_perm) if self.keep_text else threshold
         ids = ids[estimated >= floor]
         unread = ids[[found[int(i)][0] is None for i in ids.tolist()]]
-        if unread.size:
-            with self._statement() as connection:
-                read = self._store.documents_of(connection, unread)
-            found.update(read)
-            ids = ids[[found[int(i)][0] is not None for i in ids.tolist()]]
-        return ids
+        if not unread.size:
+            return ids, True
+        with self._statement() as connection:
+            read = self._store.documents_of(connection, unread)
+        found.update(read)
+        return ids[[found[int(i)][0] is not None for i in ids.tolist()]], len(read) == unread.size
 
     def _bucket_members(
-        self, signatures: np.ndarray, max_bucket_size: int
+        self, signatures: np.ndarray, max_bucket_size: int, with_text: int
     ) -> tuple[dict[str, Any], dict[int, tuple[str | None, str | None, bytes]]]:
         """The active banding and the stored rows of the documents sharing one of its buckets
-        with ``signatures`` (see Store.documents_in_buckets). One statement, with no
+        with ``signatures`` (see Store.documents_in_buckets: past ``with_text`` of them, their
+        signatures only). One statement, with no
         transaction around it, in the common case (a point query's time is mostly round
         trips): the banding a query last used is assumed still active, and the lookup itself
         checks that it is. An empty answer may mean a re-band replaced it, so the active
@@ -848,7 +855,7 @@ class Index:
             while True:
                 keys = lsh.band_keys(signatures, active["bands"], active["rows"])
                 found = self._store.documents_in_buckets(
-                    connection, active["id"], keys, max_bucket_size, QUERY_TEXT_CANDIDATES
+                    connection, active["id"], keys, max_bucket_size, with_text
                 )
                 latest = active if found else self._active_banding(connection)
                 if latest["id"] == active["id"]:
@@ -884,7 +891,7 @@ class Index:
         return np.concatenate(signatures), texts if self.keep_text else None, names
 
     def _as_profiles(
-        self, ids: np.ndarray, rows: dict[int, tuple[str, str | None, bytes]]
+        self, ids: np.ndarray, rows: Mapping[int, tuple[str | None, str | None, bytes]]
     ) -> tuple[Profiles, list[str]]:
         """Profiles of documents from their stored rows (see Store.documents_of)."""
         from simindex.minhash import unpack

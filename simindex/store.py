@@ -930,10 +930,10 @@ class Store:
         only the ``max_bucket_size`` lowest document ids (the earliest documents) are taken,
         each bucket read along the primary key up to the last of them: a hot bucket costs
         that many rows, not its size. Past ``with_text`` documents in all, only the
-        signatures are read (external id and text None): most such candidates share a
-        sentence with the query and no more, and their documents' rows (text, often in
-        TOAST) are the pages a query reads at random, so the caller reads those of the few
-        its estimate keeps. Nothing when ``banding_id`` is not the active banding (checked
+        signatures are read (external id and text None; SQLite still finds the documents'
+        rows, not their texts): most such candidates share a sentence with the query and no
+        more, and their documents' rows (text, often in TOAST) are the pages a query reads
+        at random, so the caller reads those of the few its estimate keeps. Nothing when ``banding_id`` is not the active banding (checked
         in the same statement, so in the same snapshot as the band keys)."""
         band, key, _ = _key_rows(keys)
         source, params = self._rows_source({"band": band, "key": key})

@@ -118,66 +118,93 @@ def _variants(text: str, count: int, seed: int) -> list[str]:
     return out
 
 
+def _spied(index: Index, monkeypatch) -> dict[str, list]:
+    """What a query's statements return: each lookup's rows as read (the query fills some in
+    later) and the ids each second statement reads."""
+    calls: dict[str, list] = {"buckets": [], "read": []}
+    in_buckets, documents_of = index._store.documents_in_buckets, index._store.documents_of
+
+    def spy_buckets(*args):
+        found = in_buckets(*args)
+        calls["buckets"].append(dict(found))
+        return found
+
+    def spy_documents(connection, ids):
+        calls["read"].append(ids.tolist())
+        return documents_of(connection, ids)
+
+    monkeypatch.setattr(index._store, "documents_in_buckets", spy_buckets)
+    monkeypatch.setattr(index._store, "documents_of", spy_documents)
+    return calls
+
+
+@pytest.mark.parametrize("keep_text", [True, False], ids=["text", "no-text"])
 def test_a_query_with_many_candidates_reads_the_texts_of_the_plausible_ones_only(
-    db_url, news, monkeypatch
+    db_url, news, monkeypatch, keep_text
 ):
     """Past QUERY_TEXT_CANDIDATES candidates, the statement reads signatures only and a
     second one the documents of the candidates whose estimate passes: the same matches, with
-    the same exact similarities, as when the statement reads every candidate's text."""
+    the same similarities, as when the statement reads every candidate's document, and with
+    kept text exactly the copies of exact Jaccard >= 0.8. At threshold 0 every candidate
+    matches: the lookup reads them all itself."""
     import simindex.index
 
     text = dict((d[0], d[1]) for d in news)["n001"]
     docs = [(f"v{i:02d}", v) for i, v in enumerate(_variants(text, 40, seed=3))]
-    with Index.create(db_url) as index:
+    with Index.create(db_url, keep_text=keep_text) as index:
         index.add(docs)
-        calls = {"buckets": [], "read": []}
-        in_buckets, documents_of = index._store.documents_in_buckets, index._store.documents_of
-
-        def spy_buckets(*args):
-            found = in_buckets(*args)
-            calls["buckets"].append(dict(found))  # as read: the query adds to it
-            return found
-
-        def spy_documents(connection, ids):
-            calls["read"].append(ids.tolist())
-            return documents_of(connection, ids)
-
-        monkeypatch.setattr(index._store, "documents_in_buckets", spy_buckets)
-        monkeypatch.setattr(index._store, "documents_of", spy_documents)
+        calls = _spied(index, monkeypatch)
         split = index.query(text)
+        with pytest.warns(LowRecallWarning):
+            everything = index.query(text, threshold=0.0)
         monkeypatch.setattr(simindex.index, "QUERY_TEXT_CANDIDATES", 10**6)
         whole = index.query(text)
-    first, second = calls["buckets"]
+    first, at_zero, second = calls["buckets"]
     assert len(first) == len(second) > 20  # candidates, past QUERY_TEXT_CANDIDATES
     assert all(row[0] is None and row[1] is None for row in first.values())
-    assert all(row[0] is not None for row in second.values())
+    assert all(row[0] is not None for row in [*at_zero.values(), *second.values()])
+    assert len(everything) == len(first)
     (read,) = calls["read"]  # one more statement, in the first query only
-    assert len(whole) < len(read) < len(first)  # plausible: more than match, fewer than all
+    assert len(read) < len(first)
+    # Plausible: with kept text more than match (the exact similarity decides), without it
+    # those the estimate passes at the threshold, which match.
+    assert len(read) > len(whole) if keep_text else len(read) == len(whole)
     assert split == whole and len(whole) >= 5
+    if not keep_text:
+        return
     sets = shingle_sets([normalize(t) for t in [text, *(v for _, v in docs)]], SignatureSpec())
     jaccard = exact_jaccard(sets, np.zeros(40, np.int64), np.arange(1, 41))
     exact = dict(zip((d[0] for d in docs), jaccard.tolist(), strict=True))
+    assert {m.external_id for m in whole} == {name for name, j in exact.items() if j >= 0.8}
     for match in whole:
         assert match.exact_jaccard == pytest.approx(exact[match.external_id], abs=1e-12)
 
 
-def test_a_candidate_deleted_between_a_querys_two_statements_is_left_out(db_url, news):
-    """Another writer deletes a plausible candidate after the bucket lookup and before its
-    document is read: the answer leaves it out, and holds the rest."""
+@pytest.mark.parametrize("change", ["delete", "replace"])
+def test_a_candidate_changed_between_a_querys_two_statements(db_url, news, change):
+    """Another writer deletes (or replaces, which gives it a new id) the best match after the
+    bucket lookup and before its document is read: the query looks up once more, so the
+    answer leaves a deleted document out and finds a replaced one again."""
     text = dict((d[0], d[1]) for d in news)["n001"]
     docs = [(f"v{i:02d}", v) for i, v in enumerate(_variants(text, 40, seed=3))]
     with Index.create(db_url) as index, Index.open(db_url) as writer:
         index.add(docs)
         before = [m.external_id for m in index.query(text)]
-        documents_of = index._store.documents_of
+        documents_of, reads = index._store.documents_of, []
 
-        def delete_first(connection, ids):
-            writer.delete([before[0]])
+        def change_first(connection, ids):
+            if not reads:
+                if change == "delete":
+                    writer.delete([before[0]])
+                else:
+                    writer.add([(before[0], text)], on_duplicate="replace")
+            reads.append(ids.tolist())
             return documents_of(connection, ids)
 
-        index._store.documents_of = delete_first
+        index._store.documents_of = change_first
         after = [m.external_id for m in index.query(text)]
-    assert len(before) >= 5 and after == before[1:]
+    assert len(before) >= 5 and len(reads) == 2  # a second lookup, and its read
+    assert after == (before[1:] if change == "delete" else before)
 
 
 def test_a_query_follows_a_reband_made_by_another_index_object(db_url, news):
