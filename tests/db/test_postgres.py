@@ -1,11 +1,13 @@
 """PostgreSQL specifics: connection errors are one clear line, and the password never shows;
-band keys live in one partition per banding."""
+band keys live in one partition per banding; a point query's lookup past its text limit never
+reads documents."""
 
 import pytest
 import sqlalchemy as sa
 from alembic import command
 
 from simindex import Index, migrate
+from simindex.banding import band_keys
 from simindex.errors import DatabaseError, DuplicateIdError, InputError
 from simindex.index import upgrade_schema
 from simindex.store import create_engine, database_url
@@ -139,3 +141,31 @@ def test_band_keys_survive_a_downgrade_to_0001_and_the_upgrade_back(pg_url, news
     with Index.open(pg_url) as index:
         assert index.check() == []
         assert index.find_pairs().pairs > 0
+
+
+def test_a_lookup_past_its_text_limit_never_reads_documents(pg_url, news):
+    """Past ``with_text`` candidates the lookup's documents scan sits under a one-time filter
+    that is false, so it never runs (as a join condition it ran for each candidate)."""
+    text = dict((d[0], d[1]) for d in news)["n001"]
+    with Index.create(pg_url) as index:
+        index.add(news)
+        keys = band_keys(index._text_profile(text).signatures, 20, 5)
+        statements = []
+
+        class Recorded:  # the connection, recording the lookup's statement
+            def __init__(self, connection):
+                self.connection = connection
+
+            def execute(self, statement, parameters):
+                statements.append((statement, parameters))
+                return self.connection.execute(statement, parameters)
+
+        with index._statement() as connection:
+            found = index._store.documents_in_buckets(Recorded(connection), 1, keys, 500, 0)
+            ((statement, parameters),) = statements
+            explain = sa.text(f"EXPLAIN (ANALYZE, COSTS OFF) {statement.text}")
+            plan = connection.execute(explain, parameters).scalars().all()
+    assert found and all(row[0] is None for row in found.values())
+    on_documents = [line for line in plan if " on documents" in line]
+    assert on_documents and all("(never executed)" in line for line in on_documents)
+    assert not any("Seq Scan on signatures" in line for line in plan)
