@@ -933,8 +933,9 @@ class Store:
         signatures are read (external id and text None; SQLite still finds the documents'
         rows, not their texts): most such candidates share a sentence with the query and no
         more, and their documents' rows (text, often in TOAST) are the pages a query reads
-        at random, so the caller reads those of the few its estimate keeps. Nothing when ``banding_id`` is not the active banding (checked
-        in the same statement, so in the same snapshot as the band keys)."""
+        at random, so the caller reads those of the few its estimate keeps. Nothing when
+        ``banding_id`` is not the active banding (checked in the same statement, so in the
+        same snapshot as the band keys)."""
         band, key, _ = _key_rows(keys)
         source, params = self._rows_source({"band": band, "key": key})
         last = (
@@ -973,8 +974,7 @@ class Store:
             "offset": max_bucket_size - 1,
             "with_text": with_text,
         }
-        rows = connection.execute(sa.text(statement), params)
-        return {int(i): (e, t, bytes(blob)) for i, e, t, blob in rows}
+        return _by_id(connection.execute(sa.text(statement), params))
 
     def text_sizes(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
         """Bytes of stored text (0 when not kept) of each of the sorted document ids."""
@@ -1019,7 +1019,7 @@ class Store:
             ),
             params,
         )
-        return {int(i): (e, t, bytes(blob)) for i, e, t, blob in rows}
+        return _by_id(rows)
 
     # -- bandings --------------------------------------------------------------------------
 
@@ -1811,6 +1811,11 @@ def _sqlite_inserts(
     cursor.executemany(
         insert + values, (flat[start : start + width] for start in range(whole, len(flat), width))
     )
+
+
+def _by_id(rows: Iterable[Any]) -> dict[int, tuple[str | None, str | None, bytes]]:
+    """Rows of (id, external id, text, signature blob) as id -> (external id, text, blob)."""
+    return {int(i): (e, t, bytes(blob)) for i, e, t, blob in rows}
 
 
 def _key_rows(
