@@ -1,4 +1,5 @@
-"""Benchmark: point queries of two commits on PostgreSQL with nothing cached, in paired runs.
+"""Benchmark: point queries of two commits on PostgreSQL with nothing cached (or, with --warm,
+with the index cached), in paired runs.
 
 Right after a load the OS page cache may hold only part of a 4M index (bench_after_load.py,
 RESULTS.md 2026-11-29 07:23: 1,533 of 2,232 MiB of the signatures), so a query reads some of
@@ -6,17 +7,17 @@ its pages from the disk, and how many follows how many rows it reads at random. 
 speed drifts too much for two separate loads to compare two commits' queries, so this script
 loads bench_scale's corpus once (or takes --db, an index of it), and then, for each pair, for
 commit A and then B (B first in even pairs): empties the OS page cache (sync, then
-/proc/sys/vm/drop_caches) and restarts PostgreSQL (its shared buffers), and runs bench_pipeline's query step (the timed
-queries after its warm-up) with that commit's code, recording its p50 / p99 and what the
-disks read. Both commits read the same index from the same cold state, every page of it from
+/proc/sys/vm/drop_caches) and restarts PostgreSQL (its shared buffers), and runs
+bench_pipeline's query step (the timed queries after its warm-up) with that commit's code,
+recording its p50 / p99 and what the disks read. Both commits read the same index from the same cold state, every page of it from
 the disk the first time.
 
-Needs root (drop_caches) and Debian's pg_ctlcluster (--cluster). Disk: ~4.1 KB per document
-(bench_scale); a database it loads is dropped at the end unless --keep.
+Needs root (drop_caches; not with --warm) and Debian's pg_ctlcluster (--cluster). Disk: ~4.1 KB
+per document (bench_scale); a database it loads is dropped at the end unless --keep.
 
 Run from the repository root:
     .venv/bin/python benchmarks/bench_cold_queries.py A_COMMIT B_COMMIT [--size 4000000]
-        [--db URL] [--pairs 3] [--cluster 15/main] [--keep] [--write-results]
+        [--db URL] [--pairs 3] [--warm] [--cluster 15/main] [--keep] [--write-results]
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=4_000_000)
     parser.add_argument("--db", help="an index of the --size corpus (else one is loaded)")
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--warm", action="store_true", help="empty no cache, restart nothing")
     parser.add_argument("--cluster", default="15/main", help="pg_ctlcluster's VERSION/NAME")
     parser.add_argument("--pg-url", default=DEFAULT_PG)
     parser.add_argument("--keep", action="store_true", help="keep a database it loads")
@@ -92,7 +94,8 @@ def main() -> None:
         # A, B, then B, A: the host below this machine may keep what the first run read.
         for commit in commits if pair % 2 else commits[::-1]:
             print(f"pair {pair}: {commit}")
-            cold(args.cluster)
+            if not args.warm:
+                cold(args.cluster)
             runs[commit].append(query_latency(url, queries, env=envs[commit]))
     if loaded is not None and not args.keep:
         loaded.drop()
@@ -112,14 +115,20 @@ def main() -> None:
     }
     command = (
         f"`.venv/bin/python benchmarks/bench_cold_queries.py {commits[0]} {commits[1]} "
-        f"--size {args.size} --pairs {args.pairs}`"
+        f"--size {args.size} --pairs {args.pairs}{' --warm' if args.warm else ''}`"
+    )
+    state = "with the index cached" if args.warm else "with nothing cached"
+    before_each = (
+        "Nothing was emptied or restarted between runs"
+        if args.warm
+        else "Before each run the OS page cache was emptied and PostgreSQL restarted"
     )
     lines = [
         f"## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: point queries of {commits[0]} (A) against "
-        f"{commits[1]} (B) on PostgreSQL with nothing cached, {args.size:,} documents, paired "
+        f"{commits[1]} (B) on PostgreSQL {state}, {args.size:,} documents, paired "
         "runs (bench_cold_queries.py)",
         "",
-        f"Before each run the OS page cache was emptied and PostgreSQL restarted; each run is "
+        f"{before_each}; each run is "
         f"bench_pipeline's query step ({a[0]['queries']} timed queries after its warm-up). "
         "Disk: whole disks during the run (reads, MiB, mean ms a read).",
         "",

@@ -51,6 +51,7 @@ from simindex.errors import (
     SimindexError,
     SpecMismatchError,
 )
+from simindex.kernels import on_calling_thread
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.runs import pair_documents
 from simindex.spec import SignatureSpec
@@ -743,8 +744,9 @@ class Index:
         earliest documents) are compared, as find_pairs links a hot bucket's members to
         one: a match found only through such buckets, and not among their earliest
         members, is missed. That bounds a query's time and memory on skewed data."""
-        profile = self._text_profile(text)
-        return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=None)
+        with on_calling_thread():
+            profile = self._text_profile(text)
+            return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=None)
 
     def _text_profile(self, text: str) -> Profiles:
         """The signature (and shingle set, when text is kept) of a query text."""
@@ -771,13 +773,16 @@ class Index:
         """Indexed documents similar to the indexed document ``external_id`` (itself
         excluded, though it counts among a bucket's members); hot buckets are bounded as in
         :meth:`query`."""
-        with self._transaction() as connection:
-            found = self._store.document_ids(connection, [external_id])
-            if not found:
-                raise InputError(f"no document with id {external_id!r} is indexed")
-            document_id = found[external_id]
-            profile, _ = self._profiles(connection, np.array([document_id], dtype=np.int64))
-        return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=document_id)
+        with on_calling_thread():
+            with self._transaction() as connection:
+                found = self._store.document_ids(connection, [external_id])
+                if not found:
+                    raise InputError(f"no document with id {external_id!r} is indexed")
+                document_id = found[external_id]
+                profile, _ = self._profiles(connection, np.array([document_id], dtype=np.int64))
+            return self._query_profile(
+                profile, threshold, limit, max_bucket_size, exclude=document_id
+            )
 
     def _query_profile(
         self,

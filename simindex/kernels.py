@@ -171,6 +171,24 @@ def without_modules(*names: str) -> Iterator[None]:
 
 
 @contextmanager
+def on_calling_thread() -> Iterator[None]:
+    """Inside the block, the kernels that the calling thread runs do their loops on that
+    thread alone. On one document (a point query) waking numba's worker threads costs more
+    than the work they share: each such kernel call took ~60 us, and a warm query's p50
+    went from 1.2 to 0.7 ms without them (benchmarks/bench_query_parts.py). numba keeps the
+    thread count per calling thread, so threads querying side by side, and the batch work of
+    other threads, keep theirs."""
+    from numba import get_num_threads, set_num_threads
+
+    before = get_num_threads()
+    set_num_threads(1)
+    try:
+        yield
+    finally:
+        set_num_threads(before)
+
+
+@contextmanager
 def llvm_code_released() -> Iterator[None]:
     """Inside the block, once numba is imported, every compile or cache load that numba
     finishes (its compiler lock released by the outermost holder) unmaps LLVM's code from this

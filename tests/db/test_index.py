@@ -104,6 +104,42 @@ def test_query_text_and_query_id(db_url, news):
             index.query("  \n ")
 
 
+def test_a_query_runs_its_kernels_on_the_calling_thread_alone(db_url, news, monkeypatch):
+    """Waking numba's threads for each kernel of a one-document query cost more than the
+    work (kernels.on_calling_thread); the caller's thread count is back after each query,
+    a failed one too."""
+    import numba
+
+    from simindex import minhash, verify
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba has one thread here: nothing to tell apart")
+    counts: list[int] = []
+
+    def counted(function):
+        def run(*args, **kwargs):
+            counts.append(numba.get_num_threads())
+            return function(*args, **kwargs)
+
+        return run
+
+    with Index.create(db_url) as index:
+        index.add(news)
+        monkeypatch.setattr(minhash, "signatures", counted(minhash.signatures))
+        monkeypatch.setattr(verify, "compare", counted(verify.compare))
+        before = numba.get_num_threads()
+        assert before > 1
+        text = dict((d[0], d[1]) for d in news)["n001"]
+        with warnings.catch_warnings():  # 0.5: below the banding's design threshold
+            warnings.simplefilter("ignore", LowRecallWarning)
+            assert index.query(text) and index.query_id("n001", threshold=0.5)
+        assert numba.get_num_threads() == before
+        with pytest.raises(EmptyDocumentError):
+            index.query("  \n ")
+        assert numba.get_num_threads() == before
+    assert counts == [1, 1, 1]  # the text's signature, then each query's comparison
+
+
 def _variants(text: str, count: int, seed: int) -> list[str]:
     """``count`` copies of ``text``, each with a growing share of its words replaced: their
     similarities to it spread from near 1 down to well below 0.5."""
