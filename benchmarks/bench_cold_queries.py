@@ -115,7 +115,8 @@ def main() -> None:
     }
     command = (
         f"`.venv/bin/python benchmarks/bench_cold_queries.py {commits[0]} {commits[1]} "
-        f"--size {args.size} --pairs {args.pairs}{' --warm' if args.warm else ''}`"
+        f"--size {args.size}{f' --db {args.db}' if args.db else ''} --pairs {args.pairs}"
+        f"{' --warm' if args.warm else ''}`"
     )
     state = "with the index cached" if args.warm else "with nothing cached"
     before_each = (
