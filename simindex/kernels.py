@@ -174,8 +174,8 @@ def without_modules(*names: str) -> Iterator[None]:
 def on_calling_thread() -> Iterator[None]:
     """Inside the block, the kernels that the calling thread runs do their loops on that
     thread alone. On one document (a point query) waking numba's worker threads costs more
-    than the work they share: each such kernel call took ~60 us, and a warm query's p50
-    went from 1.2 to 0.7 ms without them (benchmarks/bench_query_parts.py). numba keeps the
+    than the work they share: without them a warm query's p50 was 0.44 ms lower, of 1.2-1.6
+    (benchmarks/bench_cold_queries.py --warm, RESULTS.md 2026-11-29 10:17). numba keeps the
     thread count per calling thread, so threads querying side by side, and the batch work of
     other threads, keep theirs."""
     from numba import get_num_threads, set_num_threads
