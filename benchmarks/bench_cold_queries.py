@@ -12,7 +12,7 @@ bench_pipeline's query step (the timed queries after its warm-up) with that comm
 recording its p50 / p99 and what the disks read. Both commits read the same index from the same cold state, every page of it from
 the disk the first time.
 
-Needs root (drop_caches; not with --warm) and Debian's pg_ctlcluster (--cluster). Disk: ~4.1 KB
+Needs root (drop_caches) and Debian's pg_ctlcluster (--cluster), except with --warm. Disk: ~4.1 KB
 per document (bench_scale); a database it loads is dropped at the end unless --keep.
 
 Run from the repository root:
@@ -51,6 +51,8 @@ from bench_scale import (  # noqa: E402
     run_step,
     warm_up,
 )
+
+from simindex.store import display_url  # noqa: E402
 
 
 def cold(cluster: str) -> None:
@@ -115,7 +117,8 @@ def main() -> None:
     }
     command = (
         f"`.venv/bin/python benchmarks/bench_cold_queries.py {commits[0]} {commits[1]} "
-        f"--size {args.size}{f' --db {args.db}' if args.db else ''} --pairs {args.pairs}"
+        f"--size {args.size}{f' --db {display_url(args.db)}' if args.db else ''} "
+        f"--pairs {args.pairs}"
         f"{' --warm' if args.warm else ''}`"
     )
     state = "with the index cached" if args.warm else "with nothing cached"

@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
@@ -560,13 +560,14 @@ class Index:
                 "text": pa.array(texts, pa.large_string()),
             }
         )
-        signed = stages.sign(
-            arrow,
-            self.spec,
-            {b["id"]: (b["bands"], b["rows"]) for b in bandings},
-            max_chars=max_chars,
-            shingles=verify,
-        )
+        with _kernel_threads(len(documents)):
+            signed = stages.sign(
+                arrow,
+                self.spec,
+                {b["id"]: (b["bands"], b["rows"]) for b in bandings},
+                max_chars=max_chars,
+                shingles=verify,
+            )
         sigs, counts = stages.signed_arrays(signed)
         return _Batch(
             external_ids=external_ids,
@@ -610,14 +611,15 @@ class Index:
             from simindex.verify import Profiles
 
             profiles = Profiles(batch.signatures, batch.sets)
-            found = self._duplicates_of_new(
-                connection,
-                active["id"],
-                batch.keys[active["id"]],
-                profiles,
-                batch.external_ids,
-                find_duplicates,
-            )
+            with _kernel_threads(len(batch)):
+                found = self._duplicates_of_new(
+                    connection,
+                    active["id"],
+                    batch.keys[active["id"]],
+                    profiles,
+                    batch.external_ids,
+                    find_duplicates,
+                )
             result.duplicates.update(found)
 
         ids = self._store.allocate_document_ids(connection, len(batch))
@@ -773,13 +775,14 @@ class Index:
         """Indexed documents similar to the indexed document ``external_id`` (itself
         excluded, though it counts among a bucket's members); hot buckets are bounded as in
         :meth:`query`."""
-        with on_calling_thread():
-            with self._transaction() as connection:
-                found = self._store.document_ids(connection, [external_id])
-                if not found:
-                    raise InputError(f"no document with id {external_id!r} is indexed")
-                document_id = found[external_id]
+        with self._transaction() as connection:
+            found = self._store.document_ids(connection, [external_id])
+            if not found:
+                raise InputError(f"no document with id {external_id!r} is indexed")
+            document_id = found[external_id]
+            with on_calling_thread():
                 profile, _ = self._profiles(connection, np.array([document_id], dtype=np.int64))
+        with on_calling_thread():
             return self._query_profile(
                 profile, threshold, limit, max_bucket_size, exclude=document_id
             )
@@ -1813,6 +1816,15 @@ class Index:
 
 _OPERATIONAL_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError)
 _INTEGRITY_ERRORS = (sa.exc.IntegrityError, sqlite3.IntegrityError)
+
+
+def _kernel_threads(documents: int) -> AbstractContextManager[None]:
+    """The kernels of a batch of ``documents`` on the calling thread when the batch is one of
+    their parallel loops' chunks (shingle.CHUNK documents) or less: numba's other threads
+    would only be woken (see kernels.on_calling_thread)."""
+    from simindex.shingle import CHUNK
+
+    return on_calling_thread() if documents <= CHUNK else nullcontext()
 
 
 def _psycopg(*names: str) -> tuple[type[Exception], ...]:

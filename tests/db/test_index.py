@@ -104,40 +104,91 @@ def test_query_text_and_query_id(db_url, news):
             index.query("  \n ")
 
 
-def test_a_query_runs_its_kernels_on_the_calling_thread_alone(db_url, news, monkeypatch):
-    """Waking numba's threads for each kernel of a one-document query cost more than the
-    work (kernels.on_calling_thread); the caller's thread count is back after each query,
-    a failed one too."""
+def _threads_seen(monkeypatch, *functions: tuple[object, str]) -> list[tuple[str, int]]:
+    """(function, numba's thread count of the thread calling it) for each call of the given
+    module functions from now on."""
     import numba
 
-    from simindex import minhash, verify
+    seen: list[tuple[str, int]] = []
+    for module, name in functions:
+        function = getattr(module, name)
+
+        def run(*args, _function=function, _name=name, **kwargs):
+            seen.append((_name, numba.get_num_threads()))
+            return _function(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, run)
+    return seen
+
+
+@pytest.fixture
+def numba_threads() -> int:
+    """numba's default thread count, when there are threads to tell apart."""
+    import numba
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("numba has one thread here: nothing to tell apart")
-    counts: list[int] = []
+    return numba.config.NUMBA_NUM_THREADS
 
-    def counted(function):
-        def run(*args, **kwargs):
-            counts.append(numba.get_num_threads())
-            return function(*args, **kwargs)
 
-        return run
+def test_a_query_runs_its_kernels_on_the_calling_thread_alone(
+    db_url, news, monkeypatch, numba_threads
+):
+    """Waking numba's threads for each kernel of a one-document query cost more than the
+    work (kernels.on_calling_thread); the caller's thread count is back after each query,
+    a failed one too, and a query on another thread leaves this one's alone."""
+    import threading
+
+    import numba
+
+    from simindex import banding, minhash, shingle, verify
 
     with Index.create(db_url) as index:
         index.add(news)
-        monkeypatch.setattr(minhash, "signatures", counted(minhash.signatures))
-        monkeypatch.setattr(verify, "compare", counted(verify.compare))
-        before = numba.get_num_threads()
-        assert before > 1
+        seen = _threads_seen(
+            monkeypatch,
+            (shingle, "shingle_sets"),
+            (minhash, "signatures"),
+            (banding, "band_keys"),
+            (verify, "compare"),
+        )
+        assert numba.get_num_threads() == numba_threads
         text = dict((d[0], d[1]) for d in news)["n001"]
         with warnings.catch_warnings():  # 0.5: below the banding's design threshold
             warnings.simplefilter("ignore", LowRecallWarning)
             assert index.query(text) and index.query_id("n001", threshold=0.5)
-        assert numba.get_num_threads() == before
+        assert numba.get_num_threads() == numba_threads
         with pytest.raises(EmptyDocumentError):
             index.query("  \n ")
-        assert numba.get_num_threads() == before
-    assert counts == [1, 1, 1]  # the text's signature, then each query's comparison
+        assert numba.get_num_threads() == numba_threads
+        other = threading.Thread(target=index.query, args=(text,))
+        other.start()
+        other.join()
+        assert numba.get_num_threads() == numba_threads
+    called = {name for name, _ in seen}
+    assert called == {"shingle_sets", "signatures", "band_keys", "compare"}
+    assert {threads for _, threads in seen} == {1}
+
+
+def test_a_small_batch_is_signed_and_compared_on_one_thread(
+    db_url, news, monkeypatch, numba_threads
+):
+    """A batch that fills no more than one chunk of the kernels' parallel loops (the
+    query-then-insert of a few records) runs them with one thread; a larger one with all."""
+    from simindex import stages, verify
+    from simindex.shingle import CHUNK
+
+    docs = [(f"{d[0]}-{i}", f"{d[1]} {i}") for i in range(2) for d in news]
+    assert len(docs) > CHUNK
+    with Index.create(db_url) as index:
+        index.add(docs[:10])
+        seen = _threads_seen(monkeypatch, (stages, "sign"), (verify, "compare"))
+        index.add(docs[10:12], find_duplicates=0.8)
+        small = list(seen)
+        seen.clear()
+        index.add(docs[12 : 13 + CHUNK], find_duplicates=0.8)
+    assert small == [("sign", 1), ("compare", 1)]
+    assert set(seen) == {("sign", numba_threads), ("compare", numba_threads)}
 
 
 def _variants(text: str, count: int, seed: int) -> list[str]:
