@@ -1003,7 +1003,6 @@ class Index:
 
         with (
             self._signature_reader(connection) as reader,
-            self._text_reader(connection) as text_reader,
             self._signature_pass(connection, reader, full=since is None) as passed,
         ):
             candidates = collect(buckets, max_bucket_size)
@@ -1023,7 +1022,7 @@ class Index:
             ):
                 pairs = to_verify()
                 verified = self._verify(
-                    text_reader, reader, signatures, pairs, threshold, text_bytes
+                    connection, reader, signatures, pairs, threshold, text_bytes
                 )
                 for chunk in verified:
                     self._store.insert_pairs(connection, banding_id, *chunk)
@@ -1043,21 +1042,6 @@ class Index:
             yield connection
             return
         with self._store.read() as reader:
-            yield reader
-
-    @contextmanager
-    def _text_reader(self, connection: Connection) -> Iterator[Connection]:
-        """Where verification reads the candidates' texts. On SQLite, a read connection of
-        its own (see _signature_reader): the texts' pages, read at random, then pass through
-        its page cache, not through that of ``connection``, which stores the pairs and keeps
-        the pages of the pairs' indexes it inserts into (once pushed out, they are read back
-        from the WAL: 811,642 of the 5,757,488 pages `pairs --full` read at 4M documents,
-        benchmarks/bench_page_reads.py, RESULTS.md 2026-11-29 11:13). On PostgreSQL,
-        ``connection``: the server's buffers are one for all connections."""
-        if self._store.dialect != "sqlite":
-            yield connection
-            return
-        with self._signature_reader(connection) as reader:
             yield reader
 
     @contextmanager
@@ -1138,7 +1122,7 @@ class Index:
 
     def _verify(
         self,
-        text_reader: Connection,
+        connection: Connection,
         reader: Connection,
         signatures: Callable[[np.ndarray], np.ndarray],
         blocks: Iterable[tuple[np.ndarray, np.ndarray]],
@@ -1149,9 +1133,9 @@ class Index:
         chunks of (doc_a, doc_b, estimated, exact) whose documents hold about ``text_bytes``
         of text.
 
-        A worker thread compares a chunk while this one reads the next chunk's documents (on
-        ``text_reader``, used from this thread only) and the caller stores the pairs before
-        (the database works while the kernels do); two chunks' documents exist at a time.
+        A worker thread compares a chunk while this one reads the next chunk's documents and
+        the caller stores the pairs before (the database works while the kernels do, and
+        ``connection`` is used from this thread only); two chunks' documents exist at a time.
         Signatures are read by ``signatures`` and text sizes on ``reader`` (see _plausible).
         One pipeline runs through all the blocks: a block's first reads overlap the previous
         block's last compare."""
@@ -1161,7 +1145,7 @@ class Index:
             for block_a, block_b, signed, sizes in plausible:
                 for lo, hi in _pair_spans(block_a, block_b, signed[0], sizes, text_bytes):
                     a, b = block_a[lo:hi], block_b[lo:hi]
-                    documents = self._chunk_documents(text_reader, a, b, signed)
+                    documents = self._chunk_documents(connection, a, b, signed)
                     done = comparing.result() if comparing else None
                     comparing = worker.submit(self._compare_chunk, a, b, documents, threshold)
                     if done is not None:
