@@ -9,11 +9,11 @@ loads bench_scale's corpus once (or takes --db, an index of it), and then, for e
 commit A and then B (B first in even pairs): empties the OS page cache (sync, then
 /proc/sys/vm/drop_caches) and restarts PostgreSQL (its shared buffers), and runs
 bench_pipeline's query step (the timed queries after its warm-up) with that commit's code,
-recording its p50 / p99 and what the disks read. Both commits read the same index from the same cold state, every page of it from
-the disk the first time.
+recording its p50 / p99 and what the disks read. Both commits read the same index from the
+same cold state, every page of it from the disk the first time.
 
-Needs root (drop_caches) and Debian's pg_ctlcluster (--cluster), except with --warm. Disk: ~4.1 KB
-per document (bench_scale); a database it loads is dropped at the end unless --keep.
+Needs root (drop_caches) and Debian's pg_ctlcluster (--cluster), except with --warm. Disk:
+~4.1 KB per document (bench_scale); a database it loads is dropped at the end unless --keep.
 
 Run from the repository root:
     .venv/bin/python benchmarks/bench_cold_queries.py A_COMMIT B_COMMIT [--size 4000000]

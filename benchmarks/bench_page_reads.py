@@ -6,9 +6,12 @@ the process: on a large index, the kernel's copying grows faster than the corpus
 (benchmarks/RESULTS.md, 2026-11-28 19:46 UTC). This script runs `simindex pairs --full --top
 0` on a SQLite index under ``strace -ff -y -e trace=pread64`` (a trace file per thread, each
 read with the path of its file descriptor), then names the table or index of every page read
-from the database file (SQLite's dbstat table) and counts the reads per table and thread;
-reads of the WAL are counted apart. strace slows the run several times over (its time is not
-the step's): the counts are what it is for.
+from the database file (SQLite's dbstat table, read before the run: a page the run frees and
+reuses counts for its owner before) and counts the reads per table and thread. Reads of the
+WAL are counted apart, all of them: the pages the run wrote, read back, and those its
+checkpoints copy into the database. strace slows the run several times over (its time is not
+the step's): the counts are what it is for. At 4M documents the traces take ~0.5 GB of the
+temporary directory.
 
 Run from the repository root, on a SQLite index made by `simindex ingest` (needs strace):
     .venv/bin/python benchmarks/bench_page_reads.py --db /tmp/index.db [--write-results]
@@ -42,7 +45,8 @@ def page_owners(db: Path) -> tuple[dict[int, str], int]:
 
 
 def traced_reads(db: Path) -> tuple[Counter, float, str]:
-    """(table or "WAL", thread) -> reads, the traced run's seconds and its last line."""
+    """(table or index, "(WAL)" or another file's "(NAME)", thread) -> reads; the traced
+    run's seconds and the last line it printed."""
     owners, page_size = page_owners(db)
     with tempfile.TemporaryDirectory() as scratch:
         prefix = Path(scratch) / "trace"

@@ -611,15 +611,14 @@ class Index:
             from simindex.verify import Profiles
 
             profiles = Profiles(batch.signatures, batch.sets)
-            with _kernel_threads(len(batch)):
-                found = self._duplicates_of_new(
-                    connection,
-                    active["id"],
-                    batch.keys[active["id"]],
-                    profiles,
-                    batch.external_ids,
-                    find_duplicates,
-                )
+            found = self._duplicates_of_new(
+                connection,
+                active["id"],
+                batch.keys[active["id"]],
+                profiles,
+                batch.external_ids,
+                find_duplicates,
+            )
             result.duplicates.update(found)
 
         ids = self._store.allocate_document_ids(connection, len(batch))
@@ -705,10 +704,11 @@ class Index:
 
         query_rows, doc_ids = self._store.lookup(connection, banding_id, keys)
         stored_ids = np.unique(doc_ids)
-        stored, stored_names = self._profiles(connection, stored_ids)
+        n = len(new)
+        with _kernel_threads(n + stored_ids.size):
+            stored, stored_names = self._profiles(connection, stored_ids)
         pool = new.concat(stored)
         # Profile rows: new documents first (0..n-1), then stored ones (n..).
-        n = len(new)
         rows_b = n + np.searchsorted(stored_ids, doc_ids)
         within_a, within_b, _ = bucket_pairs(
             *group_keys(keys, np.arange(n)), DEFAULT_MAX_BUCKET_SIZE
@@ -721,7 +721,8 @@ class Index:
         # Within the batch, the later document (b) duplicates the earlier one (a).
         query = np.concatenate((query_rows, within[:, 1]))
         other = np.concatenate((rows_b, within[:, 0]))
-        estimated, exact = compare(pool, query, other)
+        with _kernel_threads(query.size):
+            estimated, exact = compare(pool, query, other)
         found: dict[str, list[Match]] = {}
         for row in np.unique(query):
             mine = query == row
@@ -746,9 +747,9 @@ class Index:
         earliest documents) are compared, as find_pairs links a hot bucket's members to
         one: a match found only through such buckets, and not among their earliest
         members, is missed. That bounds a query's time and memory on skewed data."""
-        with on_calling_thread():
+        with on_calling_thread():  # one document
             profile = self._text_profile(text)
-            return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=None)
+        return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=None)
 
     def _text_profile(self, text: str) -> Profiles:
         """The signature (and shingle set, when text is kept) of a query text."""
@@ -780,12 +781,9 @@ class Index:
             if not found:
                 raise InputError(f"no document with id {external_id!r} is indexed")
             document_id = found[external_id]
-            with on_calling_thread():
+            with on_calling_thread():  # one document
                 profile, _ = self._profiles(connection, np.array([document_id], dtype=np.int64))
-        with on_calling_thread():
-            return self._query_profile(
-                profile, threshold, limit, max_bucket_size, exclude=document_id
-            )
+        return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=document_id)
 
     def _query_profile(
         self,
@@ -806,15 +804,17 @@ class Index:
         for _ in range(2):  # again, once, if a candidate went between the two statements
             active, found = self._bucket_members(profile.signatures, max_bucket_size, with_text)
             found.pop(exclude, None)
-            doc_ids, complete = self._plausible_candidates(profile.signatures, found, floor)
+            with _kernel_threads(len(found)):
+                doc_ids, complete = self._plausible_candidates(profile.signatures, found, floor)
             if complete:
                 break
         _expected_recall(active, threshold, self.spec.num_perm)
         if not doc_ids.size:
             return []
-        stored, names = self._as_profiles(doc_ids, found)
-        rows = np.arange(1, doc_ids.size + 1)  # the query is row 0 of the pool
-        estimated, exact = compare(profile.concat(stored), np.zeros_like(rows), rows)
+        with _kernel_threads(doc_ids.size):
+            stored, names = self._as_profiles(doc_ids, found)
+            rows = np.arange(1, doc_ids.size + 1)  # the query is row 0 of the pool
+            estimated, exact = compare(profile.concat(stored), np.zeros_like(rows), rows)
         matches = _matches([None, *names], rows, estimated, exact, threshold)
         return matches[:limit] if limit is not None else matches
 
@@ -1818,13 +1818,14 @@ _OPERATIONAL_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError)
 _INTEGRITY_ERRORS = (sa.exc.IntegrityError, sqlite3.IntegrityError)
 
 
-def _kernel_threads(documents: int) -> AbstractContextManager[None]:
-    """The kernels of a batch of ``documents`` on the calling thread when the batch is one of
-    their parallel loops' chunks (shingle.CHUNK documents) or less: numba's other threads
-    would only be woken (see kernels.on_calling_thread)."""
+def _kernel_threads(items: int) -> AbstractContextManager[None]:
+    """The kernels of ``items`` documents (or pairs to compare) on the calling thread when
+    they are no more than shingle.CHUNK: one iteration of the shingling kernels' parallel
+    loops, a few microseconds of comparing, against the tens that waking numba's other
+    threads costs (see kernels.on_calling_thread); more, on all of numba's threads."""
     from simindex.shingle import CHUNK
 
-    return on_calling_thread() if documents <= CHUNK else nullcontext()
+    return on_calling_thread() if items <= CHUNK else nullcontext()
 
 
 def _psycopg(*names: str) -> tuple[type[Exception], ...]:

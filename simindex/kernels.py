@@ -174,12 +174,13 @@ def without_modules(*names: str) -> Iterator[None]:
 def on_calling_thread() -> Iterator[None]:
     """Inside the block, the calling thread runs numba's parallel loops with one thread: on
     the OpenMP and TBB threading layers that is the calling thread itself, and no other is
-    woken (numba's workqueue layer still hands the loop to a worker). A batch of one document
-    (a point query) is one iteration of those loops, so there is nothing to share, and
-    waking the worker threads for each kernel cost more than the kernel: running a query's
-    kernels in the block lowered a warm query's p50 by 0.44 ms, of 1.2-1.6
-    (benchmarks/bench_cold_queries.py --warm, RESULTS.md 2026-11-29 10:17). numba keeps the count per thread, so threads querying side
-    by side, and the batch work of other threads, keep theirs."""
+    woken (numba's workqueue layer still hands the loop to a worker). One document (a point
+    query's text) is one iteration of those loops, so there is nothing to share, and waking
+    the worker threads for each kernel cost more than the kernel: running a query's kernels
+    in the block lowered a warm query's p50 by 0.44 ms, of 1.2-1.6
+    (benchmarks/bench_cold_queries.py --warm, RESULTS.md 2026-11-29 10:17). numba keeps
+    the count per thread, so threads querying side by side, and the batch work of other
+    threads, keep theirs."""
     from numba import get_num_threads, set_num_threads
 
     before = get_num_threads()
