@@ -861,7 +861,8 @@ class Index:
         with self._statement() as connection:
             active = self._active or self._active_banding(connection)
             while True:
-                keys = lsh.band_keys(signatures, active["bands"], active["rows"])
+                with on_calling_thread():  # one document's keys
+                    keys = lsh.band_keys(signatures, active["bands"], active["rows"])
                 found = self._store.documents_in_buckets(
                     connection, active["id"], keys, max_bucket_size, with_text
                 )

@@ -139,7 +139,7 @@ def test_a_query_runs_its_kernels_on_the_calling_thread_alone(
     is back after each query, a failed one too."""
     import numba
 
-    from simindex import minhash, shingle, verify
+    from simindex import banding, minhash, shingle, verify
 
     with Index.create(db_url) as index:
         index.add(news)
@@ -147,6 +147,7 @@ def test_a_query_runs_its_kernels_on_the_calling_thread_alone(
             monkeypatch,
             (shingle, "shingle_sets"),
             (minhash, "signatures"),
+            (banding, "band_keys"),
             (verify, "compare"),
         )
         assert numba.get_num_threads() == numba_threads
@@ -159,7 +160,7 @@ def test_a_query_runs_its_kernels_on_the_calling_thread_alone(
             index.query("  \n ")
         assert numba.get_num_threads() == numba_threads
     called = {name for name, _ in seen}
-    assert called == {"shingle_sets", "signatures", "compare"}
+    assert called == {"shingle_sets", "signatures", "band_keys", "compare"}
     assert {threads for _, threads in seen} == {1}
 
 
