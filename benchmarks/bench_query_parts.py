@@ -2,8 +2,9 @@
 
 `Index.query(text)` signs the text in the process, reads the documents that share a bucket with
 it in one statement (past QUERY_TEXT_CANDIDATES of them, their signatures only, and in a second
-statement the documents of those whose estimate passes), and compares them with it. For each of a corpus's query texts (the edited
-copies bench_pipeline.py and bench_scale.py time, after the same warm-up) this script times:
+statement the documents of those whose estimate passes), and compares them with it. For each
+of a corpus's query texts (the edited copies bench_pipeline.py and bench_scale.py time, after
+the same warm-up) this script times:
 
 - whole: `Index.query(text)`, as bench_pipeline.py's query step times it;
 - statement in whole: the driver's execute of its bucket lookup (its first statement), inside
@@ -49,7 +50,6 @@ from bench_pipeline import WARMUP_QUERIES, finish  # noqa: E402 (the sibling scr
 from simindex import Index  # noqa: E402
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE  # noqa: E402
 from simindex.index import QUERY_TEXT_CANDIDATES  # noqa: E402
-from simindex.kernels import on_calling_thread  # noqa: E402
 from simindex.store import display_url  # noqa: E402
 
 
@@ -82,16 +82,15 @@ def measure(index: Index, texts: list[str]) -> dict[str, list[float]]:
             record("whole", time.perf_counter() - started)
             record("statement in whole", statement["seconds"])
 
-            with on_calling_thread():  # as Index.query runs its kernels
-                started = time.perf_counter()
-                profile = index._text_profile(text)
-                record("sign", time.perf_counter() - started)
+            started = time.perf_counter()
+            profile = index._text_profile(text)
+            record("sign", time.perf_counter() - started)
 
-                started = time.perf_counter()
-                _, found = index._bucket_members(
-                    profile.signatures, DEFAULT_MAX_BUCKET_SIZE, QUERY_TEXT_CANDIDATES
-                )
-                record("lookup", time.perf_counter() - started)
+            started = time.perf_counter()
+            _, found = index._bucket_members(
+                profile.signatures, DEFAULT_MAX_BUCKET_SIZE, QUERY_TEXT_CANDIDATES
+            )
+            record("lookup", time.perf_counter() - started)
             record("candidates", len(found))
             sql, parameters = statement["sql"], statement["parameters"]
 

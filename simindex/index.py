@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import islice
@@ -51,7 +51,6 @@ from simindex.errors import (
     SimindexError,
     SpecMismatchError,
 )
-from simindex.kernels import on_calling_thread
 from simindex.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.runs import pair_documents
 from simindex.spec import SignatureSpec
@@ -560,14 +559,13 @@ class Index:
                 "text": pa.array(texts, pa.large_string()),
             }
         )
-        with _kernel_threads(len(documents)):
-            signed = stages.sign(
-                arrow,
-                self.spec,
-                {b["id"]: (b["bands"], b["rows"]) for b in bandings},
-                max_chars=max_chars,
-                shingles=verify,
-            )
+        signed = stages.sign(
+            arrow,
+            self.spec,
+            {b["id"]: (b["bands"], b["rows"]) for b in bandings},
+            max_chars=max_chars,
+            shingles=verify,
+        )
         sigs, counts = stages.signed_arrays(signed)
         return _Batch(
             external_ids=external_ids,
@@ -704,11 +702,10 @@ class Index:
 
         query_rows, doc_ids = self._store.lookup(connection, banding_id, keys)
         stored_ids = np.unique(doc_ids)
-        n = len(new)
-        with _kernel_threads(n + stored_ids.size):
-            stored, stored_names = self._profiles(connection, stored_ids)
+        stored, stored_names = self._profiles(connection, stored_ids)
         pool = new.concat(stored)
         # Profile rows: new documents first (0..n-1), then stored ones (n..).
+        n = len(new)
         rows_b = n + np.searchsorted(stored_ids, doc_ids)
         within_a, within_b, _ = bucket_pairs(
             *group_keys(keys, np.arange(n)), DEFAULT_MAX_BUCKET_SIZE
@@ -721,8 +718,7 @@ class Index:
         # Within the batch, the later document (b) duplicates the earlier one (a).
         query = np.concatenate((query_rows, within[:, 1]))
         other = np.concatenate((rows_b, within[:, 0]))
-        with _kernel_threads(query.size):
-            estimated, exact = compare(pool, query, other)
+        estimated, exact = compare(pool, query, other)
         found: dict[str, list[Match]] = {}
         for row in np.unique(query):
             mine = query == row
@@ -747,8 +743,7 @@ class Index:
         earliest documents) are compared, as find_pairs links a hot bucket's members to
         one: a match found only through such buckets, and not among their earliest
         members, is missed. That bounds a query's time and memory on skewed data."""
-        with on_calling_thread():  # one document
-            profile = self._text_profile(text)
+        profile = self._text_profile(text)
         return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=None)
 
     def _text_profile(self, text: str) -> Profiles:
@@ -781,8 +776,7 @@ class Index:
             if not found:
                 raise InputError(f"no document with id {external_id!r} is indexed")
             document_id = found[external_id]
-            with on_calling_thread():  # one document
-                profile, _ = self._profiles(connection, np.array([document_id], dtype=np.int64))
+            profile, _ = self._profiles(connection, np.array([document_id], dtype=np.int64))
         return self._query_profile(profile, threshold, limit, max_bucket_size, exclude=document_id)
 
     def _query_profile(
@@ -804,17 +798,15 @@ class Index:
         for _ in range(2):  # again, once, if a candidate went between the two statements
             active, found = self._bucket_members(profile.signatures, max_bucket_size, with_text)
             found.pop(exclude, None)
-            with _kernel_threads(len(found)):
-                doc_ids, complete = self._plausible_candidates(profile.signatures, found, floor)
+            doc_ids, complete = self._plausible_candidates(profile.signatures, found, floor)
             if complete:
                 break
         _expected_recall(active, threshold, self.spec.num_perm)
         if not doc_ids.size:
             return []
-        with _kernel_threads(doc_ids.size):
-            stored, names = self._as_profiles(doc_ids, found)
-            rows = np.arange(1, doc_ids.size + 1)  # the query is row 0 of the pool
-            estimated, exact = compare(profile.concat(stored), np.zeros_like(rows), rows)
+        stored, names = self._as_profiles(doc_ids, found)
+        rows = np.arange(1, doc_ids.size + 1)  # the query is row 0 of the pool
+        estimated, exact = compare(profile.concat(stored), np.zeros_like(rows), rows)
         matches = _matches([None, *names], rows, estimated, exact, threshold)
         return matches[:limit] if limit is not None else matches
 
@@ -861,8 +853,7 @@ class Index:
         with self._statement() as connection:
             active = self._active or self._active_banding(connection)
             while True:
-                with on_calling_thread():  # one document's keys
-                    keys = lsh.band_keys(signatures, active["bands"], active["rows"])
+                keys = lsh.band_keys(signatures, active["bands"], active["rows"])
                 found = self._store.documents_in_buckets(
                     connection, active["id"], keys, max_bucket_size, with_text
                 )
@@ -1817,16 +1808,6 @@ class Index:
 
 _OPERATIONAL_ERRORS = (sa.exc.OperationalError, sa.exc.InterfaceError)
 _INTEGRITY_ERRORS = (sa.exc.IntegrityError, sqlite3.IntegrityError)
-
-
-def _kernel_threads(items: int) -> AbstractContextManager[None]:
-    """The kernels of ``items`` documents (or pairs to compare) on the calling thread when
-    they are no more than shingle.CHUNK: one iteration of the shingling kernels' parallel
-    loops, a few microseconds of comparing, against the tens that waking numba's other
-    threads costs (see kernels.on_calling_thread); more, on all of numba's threads."""
-    from simindex.shingle import CHUNK
-
-    return on_calling_thread() if items <= CHUNK else nullcontext()
 
 
 def _psycopg(*names: str) -> tuple[type[Exception], ...]:

@@ -170,17 +170,25 @@ def without_modules(*names: str) -> Iterator[None]:
         sys.meta_path.remove(finder)
 
 
+# Work items (documents, signature rows, pairs) at or below which a kernel runs its parallel
+# loop on the calling thread alone: shingle.CHUNK, the documents of one iteration of it.
+SMALL_WORK = 64
+
+
 @contextmanager
-def on_calling_thread() -> Iterator[None]:
-    """Inside the block, the calling thread runs numba's parallel loops with one thread: on
-    the OpenMP and TBB threading layers that is the calling thread itself, and no other is
-    woken (numba's workqueue layer still hands the loop to a worker). One document (a point
-    query's text) is one iteration of those loops, so there is nothing to share, and waking
-    the worker threads for each kernel cost more than the kernel: running a query's kernels
-    in the block lowered a warm query's p50 by 0.44 ms, of 1.2-1.6
-    (benchmarks/bench_cold_queries.py --warm, RESULTS.md 2026-11-29 10:17). numba keeps
-    the count per thread, so threads querying side by side, and the batch work of other
-    threads, keep theirs."""
+def threads_for(items: int) -> Iterator[None]:
+    """The block in which a kernel runs on ``items`` work items: for SMALL_WORK or fewer, the
+    calling thread runs numba's parallel loops with one thread (on the OpenMP and TBB
+    threading layers, the calling thread itself; numba's workqueue layer still hands the
+    loop to a worker). A point query's document, or a few candidates, are one iteration of
+    those loops, so there is nothing to share, and waking numba's worker threads for each
+    kernel cost more than the kernel: a warm query's p50 was 0.44 ms lower, of 1.2-1.6, with
+    its kernels on the calling thread (benchmarks/bench_cold_queries.py --warm, RESULTS.md
+    2026-11-29 10:17). numba keeps the count per thread, so threads working side by side
+    keep theirs."""
+    if items > SMALL_WORK:
+        yield
+        return
     from numba import get_num_threads, set_num_threads
 
     before = get_num_threads()

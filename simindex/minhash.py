@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from simindex.hashing import mix64
+from simindex.kernels import threads_for
 from simindex.shingle import (
     NormalizedBatch,
     ShingleSets,
@@ -44,7 +45,8 @@ def signatures(sets: ShingleSets, spec: SignatureSpec) -> np.ndarray:
     refuse it (check ``sets.counts == 0``) rather than store or compare it.
     """
     out = np.empty((len(sets), spec.num_perm), dtype=np.uint32)
-    _signatures_kernel(sets.hashes, sets.offsets, _scheme(spec), out)
+    with threads_for(len(sets)):
+        _signatures_kernel(sets.hashes, sets.offsets, _scheme(spec), out)
     return out
 
 
@@ -63,7 +65,8 @@ def sign(
     out = np.empty((offsets.shape[0] - 1, spec.num_perm), dtype=np.uint32)
     counts = np.empty(offsets.shape[0] - 1, dtype=np.int64)
     shingles = (spec.shingle == "word", spec.k)
-    _sign_kernel(code_points, offsets, shingles, _scheme(spec), out, counts)
+    with threads_for(counts.shape[0]):
+        _sign_kernel(code_points, offsets, shingles, _scheme(spec), out, counts)
     return out, counts
 
 

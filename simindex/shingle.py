@@ -27,13 +27,14 @@ from simindex.hashing import (
     mix64,
     sequence_start,
 )
+from simindex.kernels import SMALL_WORK, threads_for
 from simindex.spec import SignatureSpec
 
 _SPACE = 32
 
 # Parallel kernels hand documents to a serial function CHUNK at a time: numba compiles the
 # body of a parallel loop less well (no SIMD, a third slower measured), not a called function.
-CHUNK = 64
+CHUNK = SMALL_WORK
 
 
 @njit(inline="always", cache=True)
@@ -147,12 +148,13 @@ def normalize_folded(data: np.ndarray, raw_offsets: np.ndarray) -> NormalizedBat
     code_points = np.empty(max(data.shape[0], 1), dtype=np.uint32)
     utf8_lengths = np.empty(n, dtype=np.int64)
     lengths = np.empty(n, dtype=np.int64)
-    _collapse_whitespace(data, raw_offsets, utf8, utf8_lengths, code_points, lengths)
-    utf8_offsets, offsets = _offsets(utf8_lengths), _offsets(lengths)
-    packed_utf8 = np.empty(int(utf8_offsets[-1]), dtype=np.uint8)
-    packed_code_points = np.empty(int(offsets[-1]), dtype=np.uint32)
-    _compact(utf8, raw_offsets, utf8_offsets, packed_utf8)
-    _compact(code_points, raw_offsets, offsets, packed_code_points)
+    with threads_for(n):
+        _collapse_whitespace(data, raw_offsets, utf8, utf8_lengths, code_points, lengths)
+        utf8_offsets, offsets = _offsets(utf8_lengths), _offsets(lengths)
+        packed_utf8 = np.empty(int(utf8_offsets[-1]), dtype=np.uint8)
+        packed_code_points = np.empty(int(offsets[-1]), dtype=np.uint32)
+        _compact(utf8, raw_offsets, utf8_offsets, packed_utf8)
+        _compact(code_points, raw_offsets, offsets, packed_code_points)
     return NormalizedBatch(packed_utf8, utf8_offsets, packed_code_points, offsets)
 
 
@@ -296,10 +298,13 @@ def shingle_sets(
     scratch = np.empty(max(int(offsets[-1]), 1), dtype=np.uint64)
     spare = np.empty_like(scratch)  # room for the sort
     counts = np.empty(offsets.shape[0] - 1, dtype=np.int64)
-    _shingle_kernel(code_points, offsets, spec.shingle == "word", spec.k, scratch, spare, counts)
-    out_offsets = _offsets(counts)
-    hashes = np.empty(int(out_offsets[-1]), dtype=np.uint64)
-    _compact(scratch, offsets, out_offsets, hashes)
+    with threads_for(counts.shape[0]):
+        _shingle_kernel(
+            code_points, offsets, spec.shingle == "word", spec.k, scratch, spare, counts
+        )
+        out_offsets = _offsets(counts)
+        hashes = np.empty(int(out_offsets[-1]), dtype=np.uint64)
+        _compact(scratch, offsets, out_offsets, hashes)
     return ShingleSets(hashes, out_offsets)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from numba import njit, prange
 
 from simindex.errors import InputError
+from simindex.kernels import threads_for
 from simindex.minhash import estimate_rows
 from simindex.shingle import NormalizedBatch, ShingleSets, shingle_sets
 from simindex.spec import SignatureSpec
@@ -109,9 +110,10 @@ def compare(
 def exact_jaccard(sets: ShingleSets, rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
     """|A & B| / |A | B| of each pair of rows (two empty sets: 0)."""
     out = np.empty(rows_a.shape[0], dtype=np.float64)
-    _jaccard_kernel(
-        sets.hashes, sets.offsets, rows_a.astype(np.int64), rows_b.astype(np.int64), out
-    )
+    with threads_for(out.shape[0]):
+        _jaccard_kernel(
+            sets.hashes, sets.offsets, rows_a.astype(np.int64), rows_b.astype(np.int64), out
+        )
     return out
 
 

@@ -104,18 +104,18 @@ def test_query_text_and_query_id(db_url, news):
             index.query("  \n ")
 
 
-def _threads_seen(monkeypatch, *functions: tuple[object, str]) -> list[tuple[str, int]]:
-    """(function, numba's thread count of the thread calling it) for each call of the given
-    module functions from now on."""
+def _threads_seen(monkeypatch, *kernels: tuple[object, str]) -> list[tuple[str, int]]:
+    """(kernel, numba's thread count of the thread running it) for each call of the given
+    module-level kernels from now on."""
     import numba
 
     seen: list[tuple[str, int]] = []
-    for module, name in functions:
-        function = getattr(module, name)
+    for module, name in kernels:
+        kernel = getattr(module, name)
 
-        def run(*args, _function=function, _name=name, **kwargs):
+        def run(*args, _kernel=kernel, _name=name):
             seen.append((_name, numba.get_num_threads()))
-            return _function(*args, **kwargs)
+            return _kernel(*args)
 
         monkeypatch.setattr(module, name, run)
     return seen
@@ -135,20 +135,20 @@ def test_a_query_runs_its_kernels_on_the_calling_thread_alone(
     db_url, news, monkeypatch, numba_threads
 ):
     """Waking numba's threads for each kernel of a one-document query cost more than the
-    work (kernels.on_calling_thread), and so for a few candidates; the caller's thread count
-    is back after each query, a failed one too."""
+    work (kernels.threads_for), and so for a few candidates; the caller's thread count is
+    back after each query, a failed one too."""
     import numba
 
-    from simindex import banding, minhash, shingle, verify
+    from simindex import hashing, minhash, shingle, verify
 
     with Index.create(db_url) as index:
         index.add(news)
         seen = _threads_seen(
             monkeypatch,
-            (shingle, "shingle_sets"),
-            (minhash, "signatures"),
-            (banding, "band_keys"),
-            (verify, "compare"),
+            (shingle, "_shingle_kernel"),
+            (minhash, "_signatures_kernel"),
+            (hashing, "band_key_kernel"),
+            (verify, "_jaccard_kernel"),
         )
         assert numba.get_num_threads() == numba_threads
         text = dict((d[0], d[1]) for d in news)["n001"]
@@ -160,7 +160,7 @@ def test_a_query_runs_its_kernels_on_the_calling_thread_alone(
             index.query("  \n ")
         assert numba.get_num_threads() == numba_threads
     called = {name for name, _ in seen}
-    assert called == {"shingle_sets", "signatures", "band_keys", "compare"}
+    assert called == {"_shingle_kernel", "_signatures_kernel", "band_key_kernel", "_jaccard_kernel"}
     assert {threads for _, threads in seen} == {1}
 
 
@@ -169,28 +169,30 @@ def test_a_small_batch_is_signed_and_compared_on_one_thread(
 ):
     """A batch that fills no more than one chunk of the kernels' parallel loops (the
     query-then-insert of a few records) is signed, and its few candidates compared, with
-    one thread; a larger batch is signed with all."""
-    from simindex import stages, verify
-    from simindex.index import _kernel_threads
-    from simindex.shingle import CHUNK
+    one thread; a larger batch is signed with all; the count is back after a failure."""
+    import numba
+
+    from simindex import hashing, verify
+    from simindex.kernels import SMALL_WORK, threads_for
 
     docs = [(f"{d[0]}-{i}", f"{d[1]} {i}") for i in range(2) for d in news]
-    larger = docs[12 : 13 + CHUNK]
-    assert len(larger) == CHUNK + 1
+    larger = docs[12 : 13 + SMALL_WORK]
+    assert len(larger) == SMALL_WORK + 1
     with Index.create(db_url) as index:
         index.add(docs[:10])
-        seen = _threads_seen(monkeypatch, (stages, "sign"), (verify, "compare"))
+        seen = _threads_seen(monkeypatch, (hashing, "band_key_kernel"), (verify, "_jaccard_kernel"))
         index.add(docs[10:12], find_duplicates=0.8)
         small = list(seen)
         seen.clear()
         index.add(larger, find_duplicates=0.8)
-    assert small == [("sign", 1), ("compare", 1)]
-    assert seen[0] == ("sign", numba_threads)
-    import numba
-
-    for items, threads in ((CHUNK, 1), (CHUNK + 1, numba_threads)):
-        with _kernel_threads(items):
+    assert small == [("band_key_kernel", 1), ("_jaccard_kernel", 1)]
+    assert seen[0] == ("band_key_kernel", numba_threads)
+    for items, threads in ((SMALL_WORK, 1), (SMALL_WORK + 1, numba_threads)):
+        with threads_for(items):
             assert numba.get_num_threads() == threads
+    with pytest.raises(RuntimeError, match="inside"), threads_for(1):
+        raise RuntimeError("inside")
+    assert numba.get_num_threads() == numba_threads
 
 
 def _variants(text: str, count: int, seed: int) -> list[str]:
