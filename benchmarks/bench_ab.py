@@ -35,17 +35,14 @@ from bench_pipeline import (  # noqa: E402 (the sibling scripts)
     corpus_name,
     corpus_path,
     finish,
-    git,
-    snapshot,
 )
 from bench_scale import (  # noqa: E402
     SEED,
     SIMINDEX,
     Database,
-    code_env,
+    commit_envs,
     in_child,
     run_step,
-    warm_up,
 )
 
 # The command of a step run on an index ingested before the runs.
@@ -77,11 +74,8 @@ def main() -> None:
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args()
 
-    commits = [git("rev-parse", "--short=10", rev) for rev in (args.a, args.b)]
-    envs = {}
-    for commit in commits:
-        envs[commit] = code_env(snapshot(commit))
-        warm_up(envs[commit])
+    envs = commit_envs((args.a, args.b))
+    commits = list(envs)
     in_child("corpus", str(args.size))
     corpus = str(corpus_path(corpus_name(str(args.size)), SEED))
     ingest = ["ingest", corpus, "--db"]

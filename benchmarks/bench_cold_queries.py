@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -36,20 +35,19 @@ from bench_pipeline import (  # noqa: E402 (the sibling scripts)
     corpus_name,
     corpus_path,
     finish,
-    git,
     host,
     queries_path,
-    snapshot,
 )
 from bench_scale import (  # noqa: E402
     SEED,
     SIMINDEX,
     Database,
-    code_env,
+    commit_envs,
+    differences,
     in_child,
     query_latency,
     run_step,
-    warm_up,
+    taking_turns,
 )
 
 from simindex.store import display_url  # noqa: E402
@@ -77,10 +75,8 @@ def main() -> None:
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args()
 
-    commits = [git("rev-parse", "--short=10", rev) for rev in (args.a, args.b)]
-    envs = {commit: code_env(snapshot(commit)) for commit in commits}
-    for env in envs.values():
-        warm_up(env)
+    envs = commit_envs((args.a, args.b))
+    commits = list(envs)
     name = corpus_name(str(args.size))
     queries = queries_path(name, SEED)
     loaded = None
@@ -92,13 +88,11 @@ def main() -> None:
                  env=envs[commits[0]])  # fmt: skip
     url = args.db or loaded.url
     runs: dict[str, list[dict]] = {commit: [] for commit in commits}
-    for pair in range(1, args.pairs + 1):
-        # A, B, then B, A: the host below this machine may keep what the first run read.
-        for commit in commits if pair % 2 else commits[::-1]:
-            print(f"pair {pair}: {commit}")
-            if not args.warm:
-                cold(args.cluster)
-            runs[commit].append(query_latency(url, queries, env=envs[commit]))
+    for pair, commit in taking_turns(commits, args.pairs):
+        print(f"pair {pair}: {commit}")
+        if not args.warm:
+            cold(args.cluster)
+        runs[commit].append(query_latency(url, queries, env=envs[commit]))
     if loaded is not None and not args.keep:
         loaded.drop()
 
@@ -111,10 +105,6 @@ def main() -> None:
         )
 
     a, b = (runs[c] for c in commits)
-    differences = {
-        figure: [rb[figure] - ra[figure] for ra, rb in zip(a, b, strict=True)]
-        for figure in ("p50_ms", "p99_ms")
-    }
     command = (
         f"`.venv/bin/python benchmarks/bench_cold_queries.py {commits[0]} {commits[1]} "
         f"--size {args.size}{f' --db {display_url(args.db)}' if args.db else ''} "
@@ -144,11 +134,7 @@ def main() -> None:
             for i, (ra, rb) in enumerate(zip(a, b, strict=True), start=1)
         ),
         "",
-        *(
-            f"B - A, {figure[:3]}: median {statistics.median(d):+.2f} ms; B lower in "
-            f"{sum(x < 0 for x in d)} of {len(d)} pairs."
-            for figure, d in differences.items()
-        ),
+        *differences(a, b, ("p50_ms", "p99_ms"), "ms"),
         "",
         f"Machine: {host()}. Command: {command}.",
         "",

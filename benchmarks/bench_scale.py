@@ -61,10 +61,11 @@ import gzip
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -81,10 +82,12 @@ from bench_pipeline import (  # noqa: E402 (the sibling script: corpus generator
     corpus_path,
     cpu_ticks,
     disk_counters,
+    git,
     host,
     pg_admin,
     pg_url,
     queries_path,
+    snapshot,
     step_corpus,
 )
 
@@ -192,6 +195,37 @@ def warm_up(env: dict[str, str]) -> None:
                        check=True, capture_output=True)  # fmt: skip
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
+
+
+def commit_envs(revisions: Iterable[str]) -> dict[str, dict[str, str]]:
+    """Each revision's short hash -> the environment that runs its snapshot, its kernels
+    compiled first (code_env, warm_up): the two sides of a paired comparison."""
+    commits = [git("rev-parse", "--short=10", rev) for rev in revisions]
+    envs = {commit: code_env(snapshot(commit)) for commit in commits}
+    for env in envs.values():
+        warm_up(env)
+    return envs
+
+
+def taking_turns(commits: list[str], pairs: int) -> Iterator[tuple[int, str]]:
+    """(pair, commit) of paired runs: A then B in odd pairs, B then A in even ones (the host
+    below this machine may keep what the first run read)."""
+    for pair in range(1, pairs + 1):
+        for commit in commits if pair % 2 else commits[::-1]:
+            yield pair, commit
+
+
+def differences(a: list[dict], b: list[dict], figures: Iterable[str], unit: str) -> list[str]:
+    """A line per figure of paired runs: the median of B - A, and in how many pairs B was
+    lower."""
+    lines = []
+    for figure in figures:
+        d = [rb[figure] - ra[figure] for ra, rb in zip(a, b, strict=True)]
+        lines.append(
+            f"B - A, {figure.removesuffix('_ms')}: median {statistics.median(d):+.2f} {unit}; "
+            f"B lower in {sum(x < 0 for x in d)} of {len(d)} pairs."
+        )
+    return lines
 
 
 def planted_truth(corpus: Path) -> Path:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pipeline import corpus_name, finish, git, host, queries_path, snapshot  # noqa: E402
-from bench_scale import SEED, code_env, warm_up  # noqa: E402
+from bench_pipeline import corpus_name, finish, host, queries_path  # noqa: E402
+from bench_scale import SEED, commit_envs, differences, taking_turns  # noqa: E402
 
 QUERIES = queries_path(corpus_name("400000"), SEED)
 
@@ -67,23 +66,16 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(args.batch, args.seed)))
         return
-    commits = [git("rev-parse", "--short=10", rev) for rev in (args.a, args.b)]
-    envs = {commit: code_env(snapshot(commit)) for commit in commits}
-    for env in envs.values():
-        warm_up(env)
+    envs = commit_envs((args.a, args.b))
+    commits = list(envs)
     runs: dict[str, list[dict]] = {commit: [] for commit in commits}
     child = [sys.executable, "-P", __file__, "--child", "--batch", str(args.batch)]
-    for pair in range(1, args.pairs + 1):
-        for commit in commits if pair % 2 else commits[::-1]:
-            done = subprocess.run([*child, "--seed", str(args.seed)], env=envs[commit],
-                                  check=True, capture_output=True, text=True)  # fmt: skip
-            runs[commit].append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"pair {pair}: {commit} {runs[commit][-1]}")
+    for pair, commit in taking_turns(commits, args.pairs):
+        done = subprocess.run([*child, "--seed", str(args.seed)], env=envs[commit],
+                              check=True, capture_output=True, text=True)  # fmt: skip
+        runs[commit].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        print(f"pair {pair}: {commit} {runs[commit][-1]}")
     a, b = (runs[c] for c in commits)
-    differences = {
-        figure: [rb[figure] - ra[figure] for ra, rb in zip(a, b, strict=True)]
-        for figure in ("p50_ms", "p99_ms")
-    }
     lines = [
         f"## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: query-then-insert of {args.batch} "
         f"documents at a time, {commits[0]} (A) against {commits[1]} (B), paired runs "
@@ -100,11 +92,7 @@ def main() -> None:
             for i, (ra, rb) in enumerate(zip(a, b, strict=True), start=1)
         ),
         "",
-        *(
-            f"B - A, {figure[:3]}: median {statistics.median(d):+.2f} ms; B lower in "
-            f"{sum(x < 0 for x in d)} of {len(d)} pairs."
-            for figure, d in differences.items()
-        ),
+        *differences(a, b, ("p50_ms", "p99_ms"), "ms"),
         "",
         f"Machine: {host()}. Command: `.venv/bin/python benchmarks/bench_small_adds.py "
         f"{commits[0]} {commits[1]} --pairs {args.pairs} --batch {args.batch} --seed "
