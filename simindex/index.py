@@ -2083,7 +2083,6 @@ def _in_key_order(
     time."""
     def sorted_slices(batch: list) -> Iterator[tuple[Any, ...]]:
         doc_a, doc_b, estimated, exact = _concatenate_found(batch)
-        batch.clear()
         order = np.lexsort((doc_b, doc_a))
         for start in range(0, order.size, STORED_SLICE):
             at = order[start : start + STORED_SLICE]
@@ -2095,7 +2094,7 @@ def _in_key_order(
         count += chunk[0].size
         if count >= held:
             yield from sorted_slices(batch)
-            count = 0
+            batch, count = [], 0
     if batch:
         yield from sorted_slices(batch)
 
