@@ -87,10 +87,6 @@ BATCH_TEXT_CHARS = 2**21
 # Candidate pairs whose documents' signatures are read at once to rule some out (~1 KB of
 # transient memory per pair).
 ESTIMATED_PAIRS = 8_192
-# Verified pairs held before they are stored, sorted by the pairs table's key (32 bytes a
-# pair: 8 MiB), and stored STORED_SLICE at a time (each slice's rows a Python list).
-STORED_PAIRS = 1 << 18
-STORED_SLICE = 8_192
 # Candidate documents of an incremental `pairs`, as a share of the ids from their first to
 # their last, past which verification on PostgreSQL reads every signature of that range in
 # one pass instead of looking them up (Index._candidate_signatures; a full rebuild always
@@ -1020,7 +1016,7 @@ class Index:
                 verified = self._verify(
                     connection, reader, signatures, pairs, threshold, text_bytes
                 )
-                for chunk in _in_key_order(verified, STORED_PAIRS):
+                for chunk in verified:
                     self._store.insert_pairs(connection, banding_id, *chunk)
                     found.pairs += chunk[0].size
                     if since is not None:  # incremental clusters absorb these pairs
@@ -2067,36 +2063,6 @@ def _concatenate_found(
         return empty, empty, np.empty(0), None
     exact = None if chunks[0][3] is None else np.concatenate([c[3] for c in chunks])
     return (*(np.concatenate([c[i] for c in chunks]) for i in range(3)), exact)
-
-
-def _in_key_order(
-    chunks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]], held: int
-) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]]:
-    """The verified ``chunks`` again, gathered ``held`` pairs at a time and sorted by
-    (doc_a, doc_b), then cut into slices of STORED_SLICE pairs.
-
-    Verification finds pairs component by component, so each chunk's pairs land on pages
-    all over the pairs table's B-trees; between two chunks, reading texts evicts those pages
-    from the writer's cache, and SQLite spills and reads them back (its WAL reads of
-    `pairs --full` at 4M documents were 32.9 times those at 400k: benchmarks/RESULTS.md,
-    2026-11-29 11:03 and 11:08 UTC). Sorted, a batch's rows go in key order, a page at a
-    time."""
-    def sorted_slices(batch: list) -> Iterator[tuple[Any, ...]]:
-        doc_a, doc_b, estimated, exact = _concatenate_found(batch)
-        order = np.lexsort((doc_b, doc_a))
-        for start in range(0, order.size, STORED_SLICE):
-            at = order[start : start + STORED_SLICE]
-            yield doc_a[at], doc_b[at], estimated[at], None if exact is None else exact[at]
-
-    batch, count = [], 0
-    for chunk in chunks:
-        batch.append(chunk)
-        count += chunk[0].size
-        if count >= held:
-            yield from sorted_slices(batch)
-            batch, count = [], 0
-    if batch:
-        yield from sorted_slices(batch)
 
 
 def _unpack_documents(
