@@ -1128,17 +1128,13 @@ class Index:
         A worker thread compares a chunk while this one reads the next chunk's documents and
         the caller stores the pairs before (the database works while the kernels do, and
         ``connection`` is used from this thread only); two chunks' documents exist at a time.
-        Signatures are read by ``signatures``, and text sizes ahead on ``reader`` on
-        PostgreSQL, here on ``connection`` on SQLite (see _plausible).
+        Signatures are read by ``signatures`` and text sizes on ``reader`` (see _plausible).
         One pipeline runs through all the blocks: a block's first reads overlap the previous
         block's last compare."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
-            sized_ahead = self._store.dialect == "postgresql"  # see _plausible
-            plausible = self._plausible(reader, signatures, blocks, threshold, sized_ahead)
+            plausible = self._plausible(reader, signatures, blocks, threshold)
             for block_a, block_b, signed, sizes in plausible:
-                if sizes is None:
-                    sizes = self._plausible_bytes(connection, block_a, block_b, signed[0])
                 for lo, hi in _pair_spans(block_a, block_b, signed[0], sizes, text_bytes):
                     a, b = block_a[lo:hi], block_b[lo:hi]
                     documents = self._chunk_documents(connection, a, b, signed)
@@ -1155,27 +1151,19 @@ class Index:
         signatures: Callable[[np.ndarray], np.ndarray],
         blocks: Iterable[tuple[np.ndarray, np.ndarray]],
         threshold: float,
-        sized: bool,
-    ) -> Iterator[
-        tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray | None]
-    ]:
+    ) -> Iterator[tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray], np.ndarray]]:
         """The pairs of ``blocks``, ESTIMATED_PAIRS at a time, with the (sorted ids,
-        signatures) of their documents and, if ``sized``, the documents' bytes (see
-        _plausible_bytes; else None), less the pairs whose signature estimate rules out an
-        exact similarity >= threshold (see verify.estimate_floor): their texts are never
-        read. Without kept text the estimate is the verdict, so all pass.
+        signatures) of their documents and the documents' bytes (see _document_bytes), less
+        the pairs whose signature estimate rules out an exact similarity >= threshold (see
+        verify.estimate_floor): their texts are never read. Without kept text the estimate is
+        the verdict, so all pass.
 
         A worker thread takes the next pairs (from the blocks, across their bounds), reads
-        their signatures (by ``signatures``), and text sizes (on ``reader``) if ``sized``,
-        and rules pairs out, while the caller reads texts and stores pairs on its connection:
-        the database looks both up at once.
+        their signatures (by ``signatures``) and text sizes (on ``reader``) and rules pairs
+        out, while the caller reads texts and stores pairs on its connection: the database
+        looks both up at once.
         `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
-        after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC).
-
-        SQLite's sizes are better read by the caller, just before the texts: each reads the
-        document's page, and two connections read it twice, each into its own page cache
-        (at 4M documents 1,014,943 page reads of documents for the sizes, 969,571 for the
-        texts: RESULTS.md, 2026-11-29 11:08 UTC), on this worker, the slower thread."""
+        after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
         from simindex.minhash import estimate_rows
         from simindex.verify import estimate_floor
 
@@ -1189,7 +1177,10 @@ class Index:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_rows(signed, rows_a, rows_b) >= floor
                 a, b = a[keep], b[keep]
-            sizes = self._plausible_bytes(reader, a, b, ids) if sized else None
+            # Only the plausible pairs' documents are sized (their texts read); others count 0.
+            sized = pair_documents(a, b)
+            sizes = np.zeros(ids.shape, np.int64)
+            sizes[np.searchsorted(ids, sized)] = self._document_bytes(reader, sized)
             return a, b, (ids, signed), sizes
 
         slices = (
@@ -1198,17 +1189,6 @@ class Index:
             for start in range(0, doc_a.size, ESTIMATED_PAIRS)
         )
         yield from ahead(slices, plausible)
-
-    def _plausible_bytes(
-        self, connection: Connection, a: np.ndarray, b: np.ndarray, ids: np.ndarray
-    ) -> np.ndarray:
-        """The bytes (see _document_bytes) of each of the sorted document ids, read on
-        ``connection`` for the documents of the pairs (a[i], b[i]) only (their texts will
-        be read); the others count 0."""
-        sized = pair_documents(a, b)
-        sizes = np.zeros(ids.shape, np.int64)
-        sizes[np.searchsorted(ids, sized)] = self._document_bytes(connection, sized)
-        return sizes
 
     def _chunk_documents(
         self,
