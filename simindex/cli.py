@@ -1234,7 +1234,8 @@ def drop_banding(
     yes: Yes = False,
 ) -> None:
     """Delete one banding that is not active (its band keys, pairs and clusters): one built
-    with `reband --no-activate`, or one a stopped `reband` left building."""
+    with `reband --no-activate`, one a stopped `reband` left building, or the band keys a
+    stopped drop left (`stats` lists them as retired)."""
     with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
         question = f"Drop banding {banding_id}, its band keys and pairs, from {shown(index.url)}?"
         _confirm(yes, "drop-banding deletes a banding for good", lambda: question)
@@ -1278,9 +1279,14 @@ def stats(
             "ID` removes one)",
         )
     if result["retired_bandings"]:
+        when = (
+            "deleted by `simindex drop-banding ID` (a drop stopped before it deleted them)"
+            if result["url"].startswith("sqlite")
+            else "dropped at the next write (readers held them)"
+        )
         out.print(
             f"retired bandings {', '.join(map(str, result['retired_bandings']))}: their band "
-            "keys are dropped at the next write (readers held them; docs/reliability.md)",
+            f"keys are {when}; docs/reliability.md",
         )
     sizes = Table(
         "bucket size", "buckets", title=f"Bucket sizes (banding {result['active_banding']})"

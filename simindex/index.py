@@ -1507,7 +1507,9 @@ class Index:
         ``drop_old`` removes the other bandings when the build completes; on PostgreSQL their
         band keys (partitions) are dropped right after it, each attempt bounded so that
         readers wait at most store.DROP_LOCK_TIMEOUT_MS; when readers hold them through
-        every attempt, they stay retired (unused, listed by stats) until a later write."""
+        every attempt, they stay retired (unused, listed by stats) until a later write. On
+        SQLite their band keys are deleted right after it, a band at a time (see
+        Store.drop_banding)."""
         lsh.check_banding(bands, rows, self.spec.num_perm)
         writer = None
         try:
@@ -1582,6 +1584,7 @@ class Index:
             with self._transaction(write=True) as connection:
                 if self._store.building_banding(connection, banding_id) == created_at:
                     self._store.drop_banding(connection, banding_id)
+            self._store.drop_retired_bandings()
         except Exception as exc:  # the build's own error is the one to report
             log.warning("Could not remove banding %s, left building: %s", banding_id, exc)
 
@@ -1599,17 +1602,19 @@ class Index:
     def drop_banding(self, banding_id: int) -> None:
         """Remove one banding that is not the active one, with its band keys, pairs and
         clusters: one kept with ``activate=False`` and no longer wanted, or one a killed
-        re-band left ``building``. A re-band still building it stops at its next part with a
+        re-band left ``building``, or one retired whose band keys a stopped drop left (see
+        Store.retired_bandings). A re-band still building it stops at its next part with a
         clear error. On PostgreSQL its partition is dropped after the commit, as
-        :meth:`reband` drops old ones; on SQLite its keys are deleted in the one transaction,
-        so the WAL grows with them, as for ``drop_old``."""
+        :meth:`reband` drops old ones; on SQLite its keys are deleted after the commit, a band
+        at a time, as for ``drop_old`` (see Store.drop_banding)."""
         with self._transaction(write=True) as connection:
-            if self._banding(connection, banding_id)["is_active"]:
-                raise ParameterError(
-                    f"banding {banding_id} is the active one: queries and pairs use it; "
-                    "activate another first (`simindex activate ID`)"
-                )
-            self._store.drop_banding(connection, banding_id)
+            if banding_id not in self._store.retired_bandings(connection):  # else: finish it
+                if self._banding(connection, banding_id)["is_active"]:
+                    raise ParameterError(
+                        f"banding {banding_id} is the active one: queries and pairs use it; "
+                        "activate another first (`simindex activate ID`)"
+                    )
+                self._store.drop_banding(connection, banding_id)
         with _database_errors(self._store):
             self._store.drop_retired_bandings()
 

@@ -371,7 +371,8 @@ class Store:
                 if self.dialect == "postgresql":
                     self._take_writer_lock(connection)
                 yield connection
-        self.drop_retired_bandings(attempts=1)
+        if self.dialect == "postgresql":  # SQLite's: see drop_retired_bandings
+            self.drop_retired_bandings(attempts=1)
         self._release_wal()
 
     @contextmanager
@@ -1024,19 +1025,27 @@ class Store:
     # -- bandings --------------------------------------------------------------------------
 
     def create_banding(self, connection: Connection, bands: int, rows: int) -> int:
-        result = connection.execute(
-            bandings.insert()
-            # created_at to the microsecond (the column's default has seconds): with the id,
-            # it tells a banding from a later one that reused a dropped banding's id.
-            .values(
-                bands=bands,
-                rows=rows,
-                state="building",
-                is_active=False,
-                created_at=datetime.now(UTC),
+        # created_at to the microsecond (the column's default has seconds): with the id, it
+        # tells a banding from a later one that reused a dropped banding's id.
+        values: dict[str, Any] = {
+            "bands": bands,
+            "rows": rows,
+            "state": "building",
+            "is_active": False,
+            "created_at": datetime.now(UTC),
+        }
+        if self.dialect == "sqlite":  # SQLite would give the largest id again: not one whose
+            # band keys are still there, retired (see drop_banding)
+            values["id"] = (
+                1
+                + connection.execute(
+                    sa.text(
+                        "SELECT max(coalesce((SELECT max(id) FROM bandings), 0), "
+                        "coalesce((SELECT max(banding_id) FROM band_keys), 0))"
+                    )
+                ).scalar_one()
             )
-            .returning(bandings.c.id)
-        )
+        result = connection.execute(bandings.insert().values(**values).returning(bandings.c.id))
         return int(result.scalar_one())
 
     def complete_banding(self, connection: Connection, banding_id: int) -> None:
@@ -1051,19 +1060,27 @@ class Store:
         )
 
     def drop_banding(self, connection: Connection, banding_id: int) -> None:
-        """Remove a banding with its pairs and clusters. Its band keys go too on SQLite; on
-        PostgreSQL its partition stays, retired (no banding row: nothing uses it), until
-        drop_retired_bandings drops it after this transaction: a DROP takes ACCESS
-        EXCLUSIVE on band_keys, which would hold up every reader until the commit."""
-        if self.dialect == "sqlite":
-            connection.execute(band_keys.delete().where(band_keys.c.banding_id == banding_id))
+        """Remove a banding with its pairs and clusters. Its band keys stay, retired (no
+        banding row: nothing uses them), until drop_retired_bandings removes them after this
+        transaction: on PostgreSQL a DROP of the partition takes ACCESS EXCLUSIVE on
+        band_keys, which would hold up every reader until the commit; on SQLite the WAL
+        would hold every page of them until the commit (3,841 MiB for a 42 x 3 banding of
+        4M documents: benchmarks/RESULTS.md, 2026-11-29 13:49 UTC)."""
         connection.execute(pairs.delete().where(pairs.c.banding_id == banding_id))
         connection.execute(bandings.delete().where(bandings.c.id == banding_id))
 
     def retired_bandings(self, connection: Connection) -> list[int]:
-        """Ids of the bandings whose band keys (a PostgreSQL partition) wait to be dropped."""
-        if self.dialect != "postgresql":
-            return []
+        """Ids of the bandings whose band keys (a PostgreSQL partition, SQLite's rows) wait
+        to be removed: keys of a banding id that has no banding row."""
+        if self.dialect == "sqlite":  # band_keys' banding ids, each found through its key
+            kept = set(connection.execute(select(bandings.c.id)).scalars())
+            retired, after = [], 0
+            next_id = select(func.min(band_keys.c.banding_id))
+            while found := connection.scalar(next_id.where(band_keys.c.banding_id > after)):
+                after = int(found)
+                if after not in kept:
+                    retired.append(after)
+            return retired
         rows = connection.exec_driver_sql(
             "SELECT substr(c.relname, length('band_keys_') + 1)::int AS banding_id "
             "FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid "
@@ -1078,10 +1095,12 @@ class Store:
         transaction that gives up after DROP_LOCK_TIMEOUT_MS: a reader that holds band_keys
         (an analyst's open transaction) would otherwise make the DROP, and every query
         behind it, wait without limit. Skipped while another writer works (it drops them
-        when it ends). Returns the ids still retired. ``attempts``: DROP_ATTEMPTS if None."""
+        when it ends). Returns the ids still retired. ``attempts``: DROP_ATTEMPTS if None.
+        On SQLite, the keys of retired bandings are deleted (see _delete_retired_keys)."""
         retired: list[int] = []
-        if self.dialect != "postgresql":
-            return retired  # SQLite deletes a banding's keys with it
+        if self.dialect == "sqlite":
+            self._delete_retired_keys()
+            return retired
         for attempt in range(DROP_ATTEMPTS if attempts is None else attempts):
             if attempt:
                 time.sleep(DROP_PAUSE)
@@ -1103,6 +1122,23 @@ class Store:
                 if not isinstance(exc.orig, psycopg.errors.LockNotAvailable):
                     raise
         return retired
+
+    def _delete_retired_keys(self) -> None:
+        """SQLite: delete the band keys of retired bandings a band at a time, each band in a
+        write transaction of its own, so the WAL holds one band's pages at a time. Run by the
+        command that retired them, after its commit; one stopped midway leaves the rest
+        retired (used by nothing, listed by stats), for the next to delete."""
+        while True:
+            with self.engine.connect() as connection, self._begin_write(connection):
+                retired = self.retired_bandings(connection)
+                if not retired:
+                    break
+                where = band_keys.c.banding_id == retired[0]
+                band = connection.execute(select(func.min(band_keys.c.band)).where(where))
+                connection.execute(
+                    band_keys.delete().where(where, band_keys.c.band == band.scalar_one())
+                )
+        self._release_wal()
 
     def band_key_writer(
         self, connection: Connection, banding_id: int, *, bulk: bool, parts: bool = False

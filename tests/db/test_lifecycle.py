@@ -201,6 +201,55 @@ def test_one_inactive_banding_is_dropped_with_its_keys_and_pairs(db_url, news):
     engine.dispose()
 
 
+def _keys_of(url: str, banding_id: int) -> int:
+    engine = create_engine(database_url(url))
+    with engine.connect() as connection:
+        sql = f"SELECT count(*) FROM band_keys WHERE banding_id = {banding_id}"
+        count = connection.exec_driver_sql(sql).scalar()
+    engine.dispose()
+    return count
+
+
+def test_sqlite_drops_a_bandings_keys_a_band_at_a_time_and_finishes_a_stopped_drop(
+    tmp_path, news, monkeypatch
+):
+    """The drop's commit retires the banding; its keys go a band a transaction after it (the
+    WAL holds one band's pages), and a drop stopped among them leaves the rest retired: used
+    by nothing, listed by stats, never mixed with a new banding's, deleted by the next drop."""
+    url = f"sqlite:///{tmp_path / 'drop.db'}"
+    with Index.create(url) as index:
+        index.add(news)
+        documents = index.stats()["documents"]
+        spare = index.reband(42, 3, activate=False)
+        assert _keys_of(url, spare) == 42 * documents
+        commits = []
+        sa.event.listen(index._store.engine, "commit", lambda _: commits.append(1))
+        looked = Store.retired_bandings
+
+        def stopped_after_five_bands(self, connection):
+            if len(commits) == 6:  # the drop's own, then five bands'
+                raise KeyboardInterrupt
+            return looked(self, connection)
+
+        monkeypatch.setattr(Store, "retired_bandings", stopped_after_five_bands)
+        with pytest.raises(KeyboardInterrupt):
+            index.drop_banding(spare)
+        monkeypatch.setattr(Store, "retired_bandings", looked)
+        assert _keys_of(url, spare) == 37 * documents
+        assert [b["id"] for b in index.bandings()] == [1]
+        assert index.stats()["retired_bandings"] == [spare]
+        assert index.check() == []
+        assert index.query_id("n003", threshold=0.5)
+        newer = index.reband(20, 5, activate=False)  # not the retired banding's id
+        assert newer == spare + 1 and _keys_of(url, newer) == 20 * documents
+        commits.clear()
+        index.drop_banding(spare)  # finishes the stopped drop
+        assert len(commits) == 1 + 37 + 1  # the drop's, a band's each, the last look's
+        assert _keys_of(url, spare) == 0 and _keys_of(url, newer) == 20 * documents
+        assert index.stats()["retired_bandings"] == []
+        assert [b["id"] for b in index.bandings()] == [1, newer]
+
+
 def test_point_queries_read_at_most_max_bucket_size_members_of_a_bucket(db_url):
     """300 copies share every bucket: a bounded query compares only the earliest members."""
     text = "the same story told three hundred times over, word for word"
