@@ -1579,14 +1579,19 @@ class Index:
         that one and still building: a failure after the last part's commit (an interrupt
         while SQLite copies the WAL) leaves the complete banding. If the removal fails too
         (the database is gone, the disk full), it stays ``building``: used by nothing, listed
-        by `simindex stats`, removed by `simindex drop-banding`."""
+        by `simindex stats`, removed by `simindex drop-banding`; if only the deletion of its
+        band keys after it fails, they stay retired, which `drop-banding` deletes too."""
         try:
             with self._transaction(write=True) as connection:
                 if self._store.building_banding(connection, banding_id) == created_at:
                     self._store.drop_banding(connection, banding_id)
-            self._store.drop_retired_bandings()
         except Exception as exc:  # the build's own error is the one to report
             log.warning("Could not remove banding %s, left building: %s", banding_id, exc)
+            return
+        try:
+            self._store.drop_retired_bandings()
+        except Exception as exc:
+            log.warning("Banding %s removed; its band keys stay retired: %s", banding_id, exc)
 
     def activate(self, banding_id: int) -> None:
         """Make a complete banding (built by ``reband(..., activate=False)``) the active

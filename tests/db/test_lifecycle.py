@@ -4,6 +4,7 @@ reader, activated, and point queries bounded on hot buckets."""
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -248,6 +249,52 @@ def test_sqlite_drops_a_bandings_keys_a_band_at_a_time_and_finishes_a_stopped_dr
         assert _keys_of(url, spare) == 0 and _keys_of(url, newer) == 20 * documents
         assert index.stats()["retired_bandings"] == []
         assert [b["id"] for b in index.bandings()] == [1, newer]
+
+
+def test_a_sqlite_drop_holds_the_write_lock_for_each_band_and_leaves_the_rest_when_kept_waiting(
+    tmp_path, news, monkeypatch, caplog
+):
+    """Each band's delete is a write from its first statement (another writer can't slip in
+    between its look and its delete); a lock wait that gives up ends the deletion with a
+    warning, not an error (the drop is committed), and leaves the rest to the next drop."""
+    path = tmp_path / "drop.db"
+    url = f"sqlite:///{path}"
+    with Index.create(url) as index:
+        index.add(news)
+        documents = index.stats()["documents"]
+        spare = index.reband(42, 3, activate=False)
+        looks, locked = [], []
+        look = Store.retired_bandings
+
+        def another_writer_tries(self, connection):
+            looks.append(1)
+            if len(looks) == 3:  # in the second band's transaction
+                other = sqlite3.connect(path, timeout=0)
+                try:
+                    other.execute("BEGIN IMMEDIATE")
+                except sqlite3.OperationalError as exc:
+                    locked.append(str(exc))
+                other.close()
+            return look(self, connection)
+
+        wait = Store._wait_for_sqlite_writer
+
+        def gives_up_before_the_fourth_band(self, connection, *args):
+            if len(looks) == 4:
+                raise self._lock_timeout_error("another writer")
+            return wait(self, connection, *args)
+
+        monkeypatch.setattr(Store, "retired_bandings", another_writer_tries)
+        monkeypatch.setattr(Store, "_wait_for_sqlite_writer", gives_up_before_the_fourth_band)
+        with caplog.at_level("WARNING", logger="simindex"):
+            index.drop_banding(spare)
+        monkeypatch.undo()
+        assert locked == ["database is locked"]
+        assert "retired bandings stay, to be deleted later: gave up" in caplog.text
+        assert _keys_of(url, spare) == 39 * documents
+        assert index.stats()["retired_bandings"] == [spare]
+        index.drop_banding(spare)
+        assert _keys_of(url, spare) == 0 and index.stats()["retired_bandings"] == []
 
 
 def test_point_queries_read_at_most_max_bucket_size_members_of_a_bucket(db_url):
