@@ -109,6 +109,20 @@ def test_drop_banding_confirms_and_refuses_the_active_one(db, monkeypatch):
         assert [(b["bands"], b["rows"]) for b in index.bandings()] == [(20, 5)]
 
 
+def test_stats_names_the_keys_a_stopped_sqlite_drop_left_and_drop_banding_deletes_them(tmp_path):
+    db = f"sqlite:///{tmp_path / 'index.db'}"
+    with Index.create(db) as index:
+        index.add(DOCUMENTS)
+    run("reband", "--bands", "42", "--rows", "3", "--no-activate", "--db", db)
+    with Index.open(db) as index, index._store.write() as connection:
+        index._store.drop_banding(connection, 2)  # a drop stopped right after its commit
+    said = run("stats", "--db", db).stdout
+    assert "retired bandings 2: their band keys are deleted by `simindex drop-banding ID`" in said
+    assert "Dropped banding 2" in run("drop-banding", "2", "--db", db, "--yes").stderr
+    assert "retired bandings" not in run("stats", "--db", db).stdout
+    assert json.loads(run("stats", "--json", "--db", db).stdout)["retired_bandings"] == []
+
+
 @pytest.mark.parametrize("days", ["-1", "nan", "inf", "-inf", "1e12"])
 def test_evict_refuses_a_nonsensical_window(tmp_path, days):
     # Refused before the database is opened: one backend is enough.
