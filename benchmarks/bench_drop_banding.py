@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -80,14 +81,11 @@ def main() -> None:
     built = run_step("reband --no-activate", [*reband, "--no-activate", *on], env=os.environ)
     (new,) = banding_ids(args.db) - before
     path = sqlite_path(args.db)
-    size_before = path.stat().st_size if path else None
+    size_before = path.stat().st_size if path else 0
     wal = LargestFile(Path(f"{path}-wal")) if path else None
     drop = [*SIMINDEX, "drop-banding", str(new), "--yes", *on]
-    if wal is None:
+    with wal or nullcontext():
         dropped = run_step(f"drop-banding {new}", drop, env=os.environ)
-    else:
-        with wal:
-            dropped = run_step(f"drop-banding {new}", drop, env=os.environ)
     if not (built["ok"] and dropped["ok"]):
         sys.exit(f"a step failed: {built.get('error') or dropped.get('error')}")
     rows = [
@@ -110,7 +108,7 @@ def main() -> None:
         *rows,
         "",
     ]
-    if path is not None and wal is not None:
+    if wal is not None:
         lines += [
             f"The WAL held at most {wal.largest / 2**20:,.0f} MiB during the drop; the file "
             f"was {size_before / 2**20:,.0f} MiB before it and "

@@ -1036,15 +1036,8 @@ class Store:
         }
         if self.dialect == "sqlite":  # SQLite would give the largest id again: not one whose
             # band keys are still there, retired (see drop_banding)
-            values["id"] = (
-                1
-                + connection.execute(
-                    sa.text(
-                        "SELECT max(coalesce((SELECT max(id) FROM bandings), 0), "
-                        "coalesce((SELECT max(banding_id) FROM band_keys), 0))"
-                    )
-                ).scalar_one()
-            )
+            taken = [select(func.max(bandings.c.id)), select(func.max(band_keys.c.banding_id))]
+            values["id"] = 1 + max(connection.scalar(query) or 0 for query in taken)
         result = connection.execute(bandings.insert().values(**values).returning(bandings.c.id))
         return int(result.scalar_one())
 
