@@ -1168,8 +1168,6 @@ class Index:
         from simindex.verify import estimate_floor
 
         floor = estimate_floor(threshold, self.spec.num_perm)
-        signatures = _LastLookup(signatures)
-        text_bytes = _LastLookup(lambda ids: self._document_bytes(reader, ids))
 
         def plausible(pairs: tuple[np.ndarray, np.ndarray]) -> tuple[Any, ...]:
             a, b = pairs
@@ -1182,7 +1180,7 @@ class Index:
             # Only the plausible pairs' documents are sized (their texts read); others count 0.
             sized = pair_documents(a, b)
             sizes = np.zeros(ids.shape, np.int64)
-            sizes[np.searchsorted(ids, sized)] = text_bytes(sized)
+            sizes[np.searchsorted(ids, sized)] = self._document_bytes(reader, sized)
             return a, b, (ids, signed), sizes
 
         slices = (
@@ -1958,30 +1956,6 @@ def schema_revision(
     except SchemaVersionError as exc:
         return revision, migrate.HEAD_REVISION, str(exc)
     return revision, migrate.HEAD_REVISION, "up to date"
-
-
-class _LastLookup:
-    """A look-up of sorted document ids (an array of a row per id, in their order) that
-    keeps its last answer and asks ``lookup`` for the ids that answer lacks. Verification's
-    slices, by component, share documents with the slice before when a component's pairs
-    run over both (benchmarks/bench_candidate_order.py)."""
-
-    def __init__(self, lookup: Callable[[np.ndarray], np.ndarray]):
-        self._lookup = lookup
-        self._ids: np.ndarray | None = None
-        self._rows: np.ndarray | None = None
-
-    def __call__(self, ids: np.ndarray) -> np.ndarray:
-        if self._ids is None or not self._ids.size or not ids.size:
-            rows = self._lookup(ids)
-        else:
-            at = np.searchsorted(self._ids, ids).clip(max=self._ids.size - 1)
-            held = self._ids[at] == ids
-            rows = self._rows[at]
-            if not held.all():
-                rows[~held] = self._lookup(ids[~held])
-        self._ids, self._rows = ids, rows
-        return rows
 
 
 def _pair_spans(
