@@ -7,12 +7,14 @@ counts those reads, and the largest number of a block, for the pairs in (doc_a, 
 (Candidates.blocks) and grouped by component (Candidates.by_component, what verification
 uses), with the components' sizes, and the seconds it takes to make the blocks (grouping by
 component looks each pair's documents up: by a table indexed by id, and, for comparison, by
-binary search). It also times the signature estimate of every block's pairs as verification
+binary search), and, by component, the reads left if verification kept the signatures of the
+last 1-16 slices' documents (a cache; what it would hold). It also times the signature estimate of every block's pairs as verification
 makes it (minhash.estimate_rows) against gathering the two signature matrices for NumPy's
 mean (minhash.estimate_jaccard), on random signatures of the index's length (the work does not
 depend on the values). No pair is verified; nothing is written to the index.
 
-Run from the repository root, on an index `simindex ingest` made:
+Run from the repository root, on an index `simindex ingest` made (at 4M documents: about 8
+minutes, most of it the kept-slices counts):
     .venv/bin/python benchmarks/bench_candidate_order.py --db URL [--write-results]
 """
 
@@ -39,7 +41,6 @@ from simindex.index import ESTIMATED_PAIRS  # noqa: E402
 from simindex.minhash import estimate_jaccard, estimate_rows  # noqa: E402
 from simindex.store import display_url  # noqa: E402
 
-
 # How many of the last slices' documents a signature cache would keep, for reads_kept.
 KEPT_SLICES = (1, 2, 4, 8, 16)
 
@@ -63,9 +64,7 @@ def reads(blocks: Iterable[tuple[np.ndarray, np.ndarray]]) -> tuple[int, int, in
     return pairs, total, largest, time.perf_counter() - started
 
 
-def reads_kept(
-    blocks: Iterable[tuple[np.ndarray, np.ndarray]], kept: int
-) -> tuple[int, int]:
+def reads_kept(blocks: Iterable[tuple[np.ndarray, np.ndarray]], kept: int) -> tuple[int, int]:
     """(document reads, most documents held) when verification keeps the signatures of the
     last ``kept`` slices' documents and reads only the others: what a signature cache of
     that many slices would save and hold."""
