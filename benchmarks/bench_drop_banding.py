@@ -1,10 +1,14 @@
 """Benchmark: what `simindex drop-banding` costs on a large index: wall and CPU seconds, peak
 RSS, and on SQLite the most the WAL held and the file's size before and after.
 
-On SQLite a banding's band keys are deleted in the drop's one transaction (Index.drop_banding):
-the WAL grows with them until the commit's checkpoint, so that is the free disk a drop needs,
-and the file keeps its size (the freed pages are reused by later writes). On PostgreSQL the
-banding's partition is dropped after the commit. The script first makes a banding to drop,
+On SQLite the drop's transaction retires the banding, and its band keys are deleted after the
+commit, one write transaction per band (Store._delete_retired_keys): the WAL holds about one
+band's pages, each checkpoint copying them back and the next band's writing over them, and the
+file keeps its size (the freed pages are reused by later writes). A reader whose snapshot is
+older than the drop keeps the checkpoints from resetting the WAL: with --reader, another
+connection holds such a snapshot (a read transaction begun before the drop) until the drop
+ends, and the WAL grows with every band. On PostgreSQL the banding's partition is dropped
+after the commit. The script first makes a banding to drop,
 with `simindex reband --bands B --rows R --no-activate`, then drops it; each is a CLI process
 timed from outside (bench_scale.run_step), the code of the working tree.
 
@@ -12,7 +16,7 @@ Run from the repository root, on an index made by `simindex ingest` (bench_scale
 corpora); the new banding takes about B/20 of the disk of a 20-band banding's keys, and on
 SQLite as much again in the WAL while it is dropped:
     .venv/bin/python benchmarks/bench_drop_banding.py --db URL [--bands 42] [--rows 3]
-        [--write-results]
+        [--reader] [--write-results]
 """
 
 from __future__ import annotations
@@ -20,11 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -68,11 +74,30 @@ class LargestFile:
         self._thread.join()
 
 
+@contextmanager
+def reader_snapshot(path: Path) -> Iterator[None]:
+    """Another connection to the SQLite file in a read transaction, begun now (its snapshot
+    taken by its first read), held until the block ends."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        connection.execute("BEGIN")
+        connection.execute("SELECT count(*) FROM bandings").fetchone()
+        yield
+    finally:
+        connection.execute("ROLLBACK")
+        connection.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", required=True, help="an index's URL or SQLite path")
     parser.add_argument("--bands", type=int, default=42)
     parser.add_argument("--rows", type=int, default=3)
+    parser.add_argument(
+        "--reader",
+        action="store_true",
+        help="SQLite: hold another connection's read snapshot from before the drop to its end",
+    )
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args()
     on = ["--db", args.db]
@@ -81,10 +106,16 @@ def main() -> None:
     built = run_step("reband --no-activate", [*reband, "--no-activate", *on], env=os.environ)
     (new,) = banding_ids(args.db) - before
     path = sqlite_path(args.db)
+    if args.reader and path is None:
+        sys.exit("--reader is for a SQLite index")
     size_before = path.stat().st_size if path else 0
     wal = LargestFile(Path(f"{path}-wal")) if path else None
     drop = [*SIMINDEX, "drop-banding", str(new), "--yes", *on]
-    with wal or nullcontext():
+    with ExitStack() as during:
+        if args.reader:
+            during.enter_context(reader_snapshot(path))
+        if wal is not None:
+            during.enter_context(wal)
         dropped = run_step(f"drop-banding {new}", drop, env=os.environ)
     if not (built["ok"] and dropped["ok"]):
         sys.exit(f"a step failed: {built.get('error') or dropped.get('error')}")
@@ -101,7 +132,12 @@ def main() -> None:
         f"- Machine: {host()}",
         f"- Index: {path or 'PostgreSQL'}",
         f"- Command: `.venv/bin/python benchmarks/bench_drop_banding.py --db URL --bands "
-        f"{args.bands} --rows {args.rows}`",
+        f"{args.bands} --rows {args.rows}{' --reader' if args.reader else ''}`",
+        *(
+            ["- A reader held a snapshot from before the drop until it ended"]
+            if args.reader
+            else []
+        ),
         "",
         "| step | wall s | CPU s | peak RSS MiB |",
         "| --- | ---: | ---: | ---: |",
