@@ -995,7 +995,6 @@ class Index:
 
         with (
             self._signature_reader(connection) as reader,
-            self._signature_reader(connection) as sizer,
             self._signature_pass(connection, reader, full=since is None) as passed,
         ):
             candidates = collect(buckets, max_bucket_size)
@@ -1014,7 +1013,9 @@ class Index:
                 self._store.pair_inserts(connection),
             ):
                 pairs = to_verify()
-                verified = self._verify(connection, sizer, signatures, pairs, threshold, text_bytes)
+                verified = self._verify(
+                    connection, reader, signatures, pairs, threshold, text_bytes
+                )
                 for chunk in verified:
                     self._store.insert_pairs(connection, banding_id, *chunk)
                     found.pairs += chunk[0].size
@@ -1024,9 +1025,9 @@ class Index:
 
     @contextmanager
     def _signature_reader(self, connection: Connection) -> Iterator[Connection]:
-        """Another connection, for verification to read the next pairs' signatures (or text
-        sizes) on while ``connection`` (a writer's) reads texts and stores pairs: the database
-        looks them up at once. It sees what the writer does, as writers take turns (Store.write) and a
+        """A second connection, for verification to read the next pairs' signatures on while
+        ``connection`` (a writer's) reads texts and stores pairs: the database looks both up
+        at once. It sees what the writer does, as writers take turns (Store.write) and a
         writer that verifies changes no signature. An index created in ``connection``'s
         transaction (see create) exists for it alone: then it is the reader too."""
         if self._pending is not None:
@@ -1114,7 +1115,7 @@ class Index:
     def _verify(
         self,
         connection: Connection,
-        sizer: Connection,
+        reader: Connection,
         signatures: Callable[[np.ndarray], np.ndarray],
         blocks: Iterable[tuple[np.ndarray, np.ndarray]],
         threshold: float,
@@ -1127,12 +1128,12 @@ class Index:
         A worker thread compares a chunk while this one reads the next chunk's documents and
         the caller stores the pairs before (the database works while the kernels do, and
         ``connection`` is used from this thread only); two chunks' documents exist at a time.
-        Signatures are read by ``signatures`` and text sizes on ``sizer`` (see _plausible).
+        Signatures are read by ``signatures`` and text sizes on ``reader`` (see _plausible).
         One pipeline runs through all the blocks: a block's first reads overlap the previous
         block's last compare."""
         with ThreadPoolExecutor(max_workers=1) as worker:
             comparing = None
-            plausible = self._plausible(sizer, signatures, blocks, threshold)
+            plausible = self._plausible(reader, signatures, blocks, threshold)
             for block_a, block_b, signed, sizes in plausible:
                 for lo, hi in _pair_spans(block_a, block_b, signed[0], sizes, text_bytes):
                     a, b = block_a[lo:hi], block_b[lo:hi]
@@ -1146,7 +1147,7 @@ class Index:
 
     def _plausible(
         self,
-        sizer: Connection,
+        reader: Connection,
         signatures: Callable[[np.ndarray], np.ndarray],
         blocks: Iterable[tuple[np.ndarray, np.ndarray]],
         threshold: float,
@@ -1157,11 +1158,10 @@ class Index:
         verify.estimate_floor): their texts are never read. Without kept text the estimate is
         the verdict, so all pass.
 
-        Two worker threads work ahead of the caller, which reads texts and stores pairs on
-        its connection: one takes the next pairs (from the blocks, across their bounds),
-        reads their signatures (by ``signatures``) and rules pairs out; the other, a slice
-        behind, reads the text sizes of the pairs left (on ``sizer``). The database looks up
-        the three at once.
+        A worker thread takes the next pairs (from the blocks, across their bounds), reads
+        their signatures (by ``signatures``) and text sizes (on ``reader``) and rules pairs
+        out, while the caller reads texts and stores pairs on its connection: the database
+        looks both up at once.
         `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
         after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
         from simindex.minhash import estimate_rows
@@ -1177,14 +1177,10 @@ class Index:
                 rows_a, rows_b = np.searchsorted(ids, a), np.searchsorted(ids, b)
                 keep = estimate_rows(signed, rows_a, rows_b) >= floor
                 a, b = a[keep], b[keep]
-            return a, b, (ids, signed)
-
-        def sized(found: tuple[Any, ...]) -> tuple[Any, ...]:
-            a, b, (ids, signed) = found
             # Only the plausible pairs' documents are sized (their texts read); others count 0.
             sized = pair_documents(a, b)
             sizes = np.zeros(ids.shape, np.int64)
-            sizes[np.searchsorted(ids, sized)] = self._document_bytes(sizer, sized)
+            sizes[np.searchsorted(ids, sized)] = self._document_bytes(reader, sized)
             return a, b, (ids, signed), sizes
 
         slices = (
@@ -1192,7 +1188,7 @@ class Index:
             for doc_a, doc_b in blocks
             for start in range(0, doc_a.size, ESTIMATED_PAIRS)
         )
-        yield from ahead(ahead(slices, plausible), sized)
+        yield from ahead(slices, plausible)
 
     def _chunk_documents(
         self,
