@@ -96,6 +96,10 @@ ESTIMATED_PAIRS = 8_192
 # to 259 MiB: RESULTS.md, 2026-11-26 16:15 and 16:32 UTC).
 SCAN_SHARE = 0.4
 SCAN_ROWS = 5_000
+# Band-key rows from which a full `pairs` groups a SQLite banding's buckets in two processes
+# (Store._split_buckets); below, starting the second process (tens of milliseconds) is a large
+# share of the grouping.
+SPLIT_GROUPING_ROWS = 1_000_000
 # Candidates of a point query up to which its one statement reads their texts too (see
 # Store.documents_in_buckets); past it, a second statement reads the documents of those
 # whose estimate passes. Most queries have one to three.
@@ -948,7 +952,10 @@ class Index:
             if since is None:
                 self._store.delete_pairs(connection, banding_id)
             # The next buckets are read (the database grouping them) while these are paired.
-            buckets = ahead(self._store.iter_buckets(connection, banding_id, touching))
+            split = None  # a large SQLite banding: grouped by two processes (see iter_buckets)
+            if since is None and self._pending is None:
+                split = active["bands"] if newest * active["bands"] >= SPLIT_GROUPING_ROWS else None
+            buckets = ahead(self._store.iter_buckets(connection, banding_id, touching, split=split))
             found = self._store_verified_pairs(
                 connection, banding_id, buckets, since, threshold, max_bucket_size, text_bytes
             )

@@ -1197,16 +1197,23 @@ class Store:
         banding_id: int,
         touching: np.ndarray | None = None,
         chunk_size: int = 50_000,
+        split: int | None = None,
     ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Buckets (band, key) with two or more documents, grouped by the database; with
         ``touching`` (int64 keys of shape (n, bands), e.g. of the documents added since pairs
-        were last found), only those buckets, each found through the primary key.
+        were last found), only those buckets, each found through the primary key. With
+        ``split`` (the banding's bands), a whole SQLite banding is grouped by two processes
+        at once (see _split_buckets), where a second one can read the file.
 
         Yields chunks as (members, offsets): bucket i of a chunk holds document ids
         ``members[offsets[i]:offsets[i + 1]]``.
         """
         if touching is None and self.dialect == "postgresql":
             yield from self._copied_buckets(connection, banding_id, chunk_size)
+            return
+        path = self.engine.url.database
+        if touching is None and split and split > 1 and path and path != ":memory:":
+            yield from self._split_buckets(connection, banding_id, split, path, chunk_size)
             return
         if touching is None:
             params: dict[str, Any] = {"banding_id": banding_id}
@@ -1235,8 +1242,64 @@ class Store:
             params,
             execution_options={"stream_results": True, "yield_per": chunk_size},
         )
-        for partition in result.partitions(chunk_size):
-            yield _parse_id_arrays(("\n".join(g for (g,) in partition) + "\n").encode())
+        yield from _grouped_chunks(result, chunk_size)
+
+    def _split_buckets(
+        self, connection: Connection, banding_id: int, bands: int, path: str, chunk_size: int
+    ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """SQLite's iter_buckets of a whole banding, grouped by two processes at once: a
+        second process (_GROUPING_PROCESS) groups the odd bands on a connection of its own
+        into a temporary file, as text, while ``connection`` groups the even ones; then the
+        file's buckets follow. SQLite counts each allocation of a process under one mutex,
+        so two connections of one process group slower than one; two processes, twice as
+        fast (4M documents: 29.35 s on one connection, 45.26 s on two of one process, 15.09 s
+        in two processes: benchmarks/bench_sqlite_threads.py, RESULTS.md 2026-11-29 15:49
+        UTC). The second process reads the snapshot ``connection`` sees: a writer's, no other
+        writer commits until it ends, and it changes no band key. Where no second process
+        can start, ``connection`` groups every band."""
+        import subprocess
+        import sys
+        import tempfile
+
+        even, odd = list(range(0, bands, 2)), list(range(1, bands, 2))
+        with tempfile.TemporaryFile() as grouped:
+            try:
+                process = subprocess.Popen(
+                    [sys.executable, "-I", "-c", _GROUPING_PROCESS, path, str(banding_id),
+                     ",".join(map(str, odd)), _BAND_BUCKETS],
+                    stdin=subprocess.DEVNULL, stdout=grouped, stderr=subprocess.PIPE,
+                )  # fmt: skip
+            except OSError:
+                even, process = list(range(bands)), None
+            try:
+                for band in even:
+                    result = connection.execute(
+                        sa.text(_BAND_BUCKETS),
+                        {"banding_id": banding_id, "band": band},
+                        execution_options={"stream_results": True, "yield_per": chunk_size},
+                    )
+                    yield from _grouped_chunks(result, chunk_size)
+                if process is None:
+                    return
+                _, said = process.communicate()
+                if process.returncode:
+                    last = (said.decode(errors="replace").strip().splitlines() or ["no message"])[
+                        -1
+                    ]
+                    raise DatabaseError(
+                        f"the process that grouped bands {odd[0]}, {odd[0] + 2}, ... of "
+                        f"{path} failed: {last}"
+                    )
+                grouped.seek(0)
+                rest = b""
+                while block := grouped.read(GROUPED_TEXT_BYTES):
+                    lines, _, rest = (rest + block).rpartition(b"\n")
+                    if lines:
+                        yield _parse_id_arrays(lines + b"\n")
+            finally:
+                if process is not None and process.poll() is None:
+                    process.kill()
+                    process.wait()
 
     def _copied_buckets(
         self, connection: Connection, banding_id: int, chunk_size: int
@@ -2088,6 +2151,30 @@ class BandKeyWriter:
         self._runs = []
 
 
+# A SQLite band's buckets of two or more documents, each as its ids' text (group_concat).
+_BAND_BUCKETS = (
+    "SELECT group_concat(document_id) FROM band_keys "
+    "WHERE banding_id = :banding_id AND band = :band GROUP BY key HAVING count(*) > 1"
+)
+# The program of the process that groups half of a SQLite banding's bands (Store.
+# _split_buckets): arguments the file, the banding, its bands (comma-separated) and
+# _BAND_BUCKETS; it writes each bucket as a line of its ids to its standard output, every band
+# in one read transaction, and imports SQLite's module alone (it starts in milliseconds).
+_GROUPING_PROCESS = """
+import sqlite3, sys
+path, banding, bands, statement = sys.argv[1:5]
+connection = sqlite3.connect(path, isolation_level=None)
+connection.execute("PRAGMA query_only = 1")
+connection.execute("BEGIN")
+out = sys.stdout.buffer
+for band in bands.split(","):
+    rows = connection.execute(statement, {"banding_id": int(banding), "band": int(band)})
+    while chunk := rows.fetchmany(50000):
+        out.write(("\\n".join([ids for (ids,) in chunk]) + "\\n").encode())
+out.flush()
+"""
+# Bytes of the second grouping process's text read at a time.
+GROUPED_TEXT_BYTES = 4 * 2**20
 _PG_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, extension length
 _PG_BINARY_TRAILER = b"\xff\xff"
 _OTHER_LENGTH = "stored signatures differ in length from the index's: run `simindex check`"
@@ -2452,6 +2539,15 @@ def _parse_id_arrays(text: bytes) -> tuple[np.ndarray, np.ndarray]:
     offsets[1:] = np.searchsorted(commas, line_ends) + np.arange(1, line_ends.shape[0] + 1)
     members = np.fromstring(text.translate(_ARRAY_TEXT_SEPARATORS), dtype=np.int64, sep=" ")
     return members, offsets
+
+
+def _grouped_chunks(
+    result: sa.CursorResult, chunk_size: int
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The buckets of a SQLite grouping's rows (each bucket's ids, group_concat's text),
+    ``chunk_size`` rows at a time, as (members, offsets) (see _parse_id_arrays)."""
+    for partition in result.partitions(chunk_size):
+        yield _parse_id_arrays(("\n".join(g for (g,) in partition) + "\n").encode())
 
 
 def _listed_integers(text: str | None) -> np.ndarray:

@@ -1,0 +1,95 @@
+"""A full `pairs` on SQLite groups the buckets in two processes (Store._split_buckets): the
+same buckets and pairs as one connection's grouping, and a clear error when the second
+process fails."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+import simindex.index
+import simindex.store
+from simindex import Index
+from simindex.errors import DatabaseError
+
+
+@pytest.fixture
+def index_path(tmp_path):
+    """A SQLite index of 1,500 generated documents, a third of them edited copies of
+    another, its pairs found once."""
+    rng = np.random.default_rng(7)
+    words = [f"w{i}" for i in range(3_000)]
+    texts = [" ".join(rng.choice(words, 60)) for _ in range(1_000)]
+    for source in range(500):
+        copy = texts[source].split()
+        copy[rng.integers(0, len(copy))] = "edited"
+        texts.append(" ".join(copy))
+    path = tmp_path / "split.db"
+    with Index.create(path) as index:
+        index.add([(f"d{i}", text) for i, text in enumerate(texts)])
+        index.find_pairs()
+    return path
+
+
+def _buckets(path, split: int | None) -> set[tuple[int, ...]]:
+    with Index.open(path) as index, index._transaction() as connection:
+        chunks = index._store.iter_buckets(connection, 1, split=split)
+        return {
+            tuple(members[lo:hi].tolist())
+            for members, offsets in chunks
+            for lo, hi in zip(offsets[:-1], offsets[1:], strict=True)
+        }
+
+
+def _stored_pairs(path) -> list[tuple[str, str, float]]:
+    with Index.open(path) as index:
+        return sorted((p.id_a, p.id_b, p.similarity) for p in index.pairs())
+
+
+def test_two_processes_group_the_buckets_and_find_the_pairs_of_one_connection(
+    index_path, monkeypatch
+):
+    started = []
+    popen = subprocess.Popen
+
+    def counted(*args, **kwargs):
+        started.append(args[0][4:7])  # the file, the banding, the bands
+        return popen(*args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", counted)
+    whole = _buckets(index_path, split=None)
+    assert not started
+    assert _buckets(index_path, split=20) == whole
+    assert started == [[str(index_path), "1", "1,3,5,7,9,11,13,15,17,19"]]
+    assert len(whole) > 500  # the copies' buckets, at least
+
+    pairs = _stored_pairs(index_path)  # found by one connection (1,500 x 20 rows)
+    monkeypatch.setattr(simindex.index, "SPLIT_GROUPING_ROWS", 0)
+    with Index.open(index_path) as index:
+        report = index.find_pairs(full=True)
+    assert len(started) == 2 and report.pairs == len(pairs) >= 500
+    assert _stored_pairs(index_path) == pairs
+
+
+def test_a_failing_grouping_process_is_one_clear_error_and_the_pairs_stay(index_path, monkeypatch):
+    pairs = _stored_pairs(index_path)
+    monkeypatch.setattr(simindex.index, "SPLIT_GROUPING_ROWS", 0)
+    monkeypatch.setattr(simindex.store, "_GROUPING_PROCESS", "import sys; sys.exit('no luck')")
+    with Index.open(index_path) as index, pytest.raises(DatabaseError) as raised:
+        index.find_pairs(full=True)
+    assert str(raised.value) == (
+        f"the process that grouped bands 1, 3, ... of {index_path} failed: no luck"
+    )
+    assert _stored_pairs(index_path) == pairs  # the rebuild's transaction rolled back
+
+
+def test_where_no_second_process_starts_one_connection_groups_every_band(index_path, monkeypatch):
+    whole = _buckets(index_path, split=None)
+
+    def refused(*args, **kwargs):
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(subprocess, "Popen", refused)
+    assert _buckets(index_path, split=20) == whole
