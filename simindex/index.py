@@ -952,9 +952,9 @@ class Index:
             if since is None:
                 self._store.delete_pairs(connection, banding_id)
             # The next buckets are read (the database grouping them) while these are paired.
-            split = None  # a large SQLite banding: grouped by two processes (see iter_buckets)
-            if since is None and self._pending is None:
-                split = active["bands"] if newest * active["bands"] >= SPLIT_GROUPING_ROWS else None
+            # A large banding's buckets are grouped by two processes on SQLite (iter_buckets).
+            large = newest * active["bands"] >= SPLIT_GROUPING_ROWS
+            split = active["bands"] if since is None and self._pending is None and large else None
             buckets = ahead(self._store.iter_buckets(connection, banding_id, touching, split=split))
             found = self._store_verified_pairs(
                 connection, banding_id, buckets, since, threshold, max_bucket_size, text_bytes

@@ -1283,12 +1283,10 @@ class Store:
                     return
                 _, said = process.communicate()
                 if process.returncode:
-                    last = (said.decode(errors="replace").strip().splitlines() or ["no message"])[
-                        -1
-                    ]
+                    lines = said.decode(errors="replace").strip().splitlines()
                     raise DatabaseError(
                         f"the process that grouped bands {odd[0]}, {odd[0] + 2}, ... of "
-                        f"{path} failed: {last}"
+                        f"{path} failed: {lines[-1] if lines else 'no message'}"
                     )
                 grouped.seek(0)
                 rest = b""
