@@ -7,6 +7,7 @@ format straight from numpy), SQLite through ``executemany`` in large transaction
 
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import logging
@@ -1282,6 +1283,8 @@ class Store:
                 if process is None:
                     return
                 _, said = process.communicate()
+                if process.returncode == _NO_SPACE_EXIT:  # the CLI names the temporary directory
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
                 if process.returncode:
                     lines = said.decode(errors="replace").strip().splitlines()
                     raise DatabaseError(
@@ -2157,19 +2160,26 @@ _BAND_BUCKETS = (
 # The program of the process that groups half of a SQLite banding's bands (Store.
 # _split_buckets): arguments the file, the banding, its bands (comma-separated) and
 # _BAND_BUCKETS; it writes each bucket as a line of its ids to its standard output, every band
-# in one read transaction, and imports SQLite's module alone (it starts in milliseconds).
-_GROUPING_PROCESS = """
-import sqlite3, sys
+# in one read transaction, and imports SQLite's module alone (it starts in milliseconds). A
+# full disk under its output ends it with _NO_SPACE_EXIT.
+_NO_SPACE_EXIT = 28
+_GROUPING_PROCESS = f"""
+import errno, sqlite3, sys
 path, banding, bands, statement = sys.argv[1:5]
 connection = sqlite3.connect(path, isolation_level=None)
 connection.execute("PRAGMA query_only = 1")
 connection.execute("BEGIN")
 out = sys.stdout.buffer
-for band in bands.split(","):
-    rows = connection.execute(statement, {"banding_id": int(banding), "band": int(band)})
-    while chunk := rows.fetchmany(50000):
-        out.write(("\\n".join([ids for (ids,) in chunk]) + "\\n").encode())
-out.flush()
+try:
+    for band in bands.split(","):
+        rows = connection.execute(statement, {{"banding_id": int(banding), "band": int(band)}})
+        while chunk := rows.fetchmany(50000):
+            out.write(("\\n".join([ids for (ids,) in chunk]) + "\\n").encode())
+    out.flush()
+except OSError as exc:
+    if exc.errno != errno.ENOSPC:
+        raise
+    sys.exit({_NO_SPACE_EXIT})
 """
 # Bytes of the second grouping process's text read at a time.
 GROUPED_TEXT_BYTES = 4 * 2**20

@@ -93,3 +93,38 @@ def test_where_no_second_process_starts_one_connection_groups_every_band(index_p
 
     monkeypatch.setattr(subprocess, "Popen", refused)
     assert _buckets(index_path, split=20) == whole
+
+
+def test_a_full_disk_under_the_grouping_process_names_the_temporary_directory(
+    index_path, monkeypatch
+):
+    """The second process's output, a temporary file, on a full disk: one line naming the
+    temporary directory and TMPDIR, exit 1, as for the command's own temporary files."""
+    from typer.testing import CliRunner
+
+    from simindex.cli import app
+
+    pairs = _stored_pairs(index_path)
+    full_disk = (
+        "import errno\n"
+        "class Full:\n"
+        "    def write(self, data):\n"
+        "        raise OSError(errno.ENOSPC, 'No space left on device')\n"
+        "    def flush(self):\n"
+        "        pass\n"
+    )
+    program = simindex.store._GROUPING_PROCESS
+    assert "out = sys.stdout.buffer" in program
+    monkeypatch.setattr(simindex.index, "SPLIT_GROUPING_ROWS", 0)
+    monkeypatch.setattr(
+        simindex.store,
+        "_GROUPING_PROCESS",
+        full_disk + program.replace("out = sys.stdout.buffer", "out = Full()"),
+    )
+    result = CliRunner().invoke(app, ["pairs", "--full", "--db", str(index_path)])
+    assert result.exit_code == 1, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("Error: no space left on the device of the temporary directory")
+    assert "TMPDIR" in last and "Traceback" not in result.output
+    monkeypatch.undo()
+    assert _stored_pairs(index_path) == pairs
