@@ -15,6 +15,9 @@ on an index made by `simindex ingest`, each way in a fresh process:
   every allocation of every connection of the process takes one global mutex;
 - ``two processes``: each half in a process of its own.
 
+It also sizes the text of the odd bands' buckets: the temporary file that the second process
+of a split grouping (Store._split_buckets) writes.
+
 Nothing is written. Linux with the sqlite3 module linked to a shared libsqlite3 (the ctypes
 calls find SQLite's functions through it). Run from the repository root:
     .venv/bin/python benchmarks/bench_sqlite_threads.py --db PATH [--db PATH ...] [--repeat 2]
@@ -46,21 +49,23 @@ CASES = {
 }
 
 
-def group(path: str, bands: list[int]) -> int:
+def group(path: str, bands: list[int]) -> tuple[int, int]:
     """Group the active banding's keys of ``bands`` as iter_buckets does (a band at a time
-    here, so a connection can take any set of bands); the buckets of two or more."""
+    here, so a connection can take any set of bands): (buckets of two or more, bytes of
+    their text as Store._split_buckets' second process writes it, a line a bucket)."""
     connection = sqlite3.connect(path, check_same_thread=False)
     (banding,) = connection.execute("SELECT id FROM bandings WHERE is_active").fetchone()
-    buckets = 0
+    buckets = text = 0
     for band in bands:
         rows = connection.execute(
             "SELECT group_concat(document_id) FROM band_keys WHERE banding_id = ? AND band = ? "
             "GROUP BY band, key HAVING count(*) > 1",
             (banding, band),
         )
-        buckets += sum(1 for _ in rows)
+        for (ids,) in rows:
+            buckets, text = buckets + 1, text + len(ids) + 1
     connection.close()
-    return buckets
+    return buckets, text
 
 
 def memory_statistics_off() -> None:
@@ -85,7 +90,7 @@ def run_case(path: str, case: str, bands: int) -> dict:
         memory_statistics_off()
     started = time.perf_counter()
     if case == "one":
-        buckets = group(path, list(range(bands)))
+        found = [group(path, list(range(bands)))]
     elif case == "processes":
         children = [
             subprocess.Popen(
@@ -95,9 +100,9 @@ def run_case(path: str, case: str, bands: int) -> dict:
             )
             for half in halves
         ]
-        buckets = sum(int(child.communicate()[0]) for child in children)
+        found = [tuple(json.loads(child.communicate()[0])) for child in children]
     else:
-        found: list[int] = []
+        found = []
         threads = [
             threading.Thread(target=lambda h=half: found.append(group(path, h))) for half in halves
         ]
@@ -105,8 +110,11 @@ def run_case(path: str, case: str, bands: int) -> dict:
             thread.start()
         for thread in threads:
             thread.join()
-        buckets = sum(found)
-    return {"seconds": time.perf_counter() - started, "buckets": buckets}
+    return {
+        "seconds": time.perf_counter() - started,
+        "buckets": sum(b for b, _ in found),
+        "text": sum(t for _, t in found),
+    }
 
 
 def measure(path: str, case: str, bands: int) -> dict:
@@ -124,7 +132,7 @@ def main() -> None:
         print(json.dumps(run_case(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
         return
     if sys.argv[1:2] == ["--group"]:
-        print(group(sys.argv[2], [int(b) for b in sys.argv[3].split(",")]))
+        print(json.dumps(group(sys.argv[2], [int(b) for b in sys.argv[3].split(",")])))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", action="append", required=True, help="a SQLite index's path")
@@ -144,6 +152,7 @@ def main() -> None:
         "| index | documents | way | seconds (each run) | median | buckets |",
         "| --- | ---: | --- | ---: | ---: | ---: |",
     ]
+    spooled = []
     for path in args.db:
         connection = sqlite3.connect(path)
         (documents,) = connection.execute("SELECT count(*) FROM documents").fetchone()
@@ -158,6 +167,17 @@ def main() -> None:
                 + f" | {statistics.median(seconds):.2f} | {runs[0]['buckets']:,} |"
             )
             print(lines[-1], flush=True)
+        _, text = group(path, list(range(1, bands, 2)))
+        spooled.append(
+            f"- {path}: {text / 2**20:,.1f} MiB ({text / documents:.1f} bytes a document)"
+        )
+    lines += [
+        "",
+        "The odd bands' buckets as text, what the second process of Store._split_buckets "
+        "writes to its temporary file:",
+        "",
+        *spooled,
+    ]
     finish("\n".join(lines) + "\n", args.write_results)
 
 
