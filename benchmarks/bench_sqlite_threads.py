@@ -5,8 +5,8 @@
 second core is idle. This script times that statement, the bucket texts fetched and dropped,
 on an index made by `simindex ingest`, each way in a fresh process:
 
-- ``one connection``: iter_buckets' statement, a band at a time (as fast as one statement
-  for every band), every band;
+- ``one connection``: the statement a split grouping runs (store._BAND_BUCKETS), a band at
+  a time, for every band;
 - ``two threads``: two connections of one process, each grouping half the bands (even and
   odd) in a thread of its own; the sqlite3 module lets go of the GIL while SQLite works;
 - ``two threads, memory statistics off``: the same, in a process that turned SQLite's memory
@@ -49,19 +49,16 @@ CASES = {
 }
 
 
-def group(path: str, bands: list[int]) -> tuple[int, int]:
+def group(path: str, bands: list[int], statement: str) -> tuple[int, int]:
     """Group the active banding's keys of ``bands`` as iter_buckets does (a band at a time
-    here, so a connection can take any set of bands): (buckets of two or more, bytes of
+    here, so a connection can take any set of bands) by ``statement`` (store._BAND_BUCKETS,
+    given as an argument: a process of its own imports no simindex): (buckets of two or more, bytes of
     their text as Store._split_buckets' second process writes it, a line a bucket)."""
     connection = sqlite3.connect(path, check_same_thread=False)
     (banding,) = connection.execute("SELECT id FROM bandings WHERE is_active").fetchone()
     buckets = text = 0
     for band in bands:
-        rows = connection.execute(
-            "SELECT group_concat(document_id) FROM band_keys WHERE banding_id = ? AND band = ? "
-            "GROUP BY band, key HAVING count(*) > 1",
-            (banding, band),
-        )
+        rows = connection.execute(statement, {"banding_id": banding, "band": band})
         for (ids,) in rows:
             buckets, text = buckets + 1, text + len(ids) + 1
     connection.close()
@@ -83,18 +80,18 @@ def memory_statistics_off() -> None:
         sys.exit(f"could not turn SQLite's memory statistics off: {said}")
 
 
-def run_case(path: str, case: str, bands: int) -> dict:
+def run_case(path: str, case: str, bands: int, statement: str) -> dict:
     """One way of grouping every band, in this process (or two, for ``processes``)."""
     halves = [list(range(0, bands, 2)), list(range(1, bands, 2))]
     if case == "threads-nostats":
         memory_statistics_off()
     started = time.perf_counter()
     if case == "one":
-        found = [group(path, list(range(bands)))]
+        found = [group(path, list(range(bands)), statement)]
     elif case == "processes":
         children = [
             subprocess.Popen(
-                [sys.executable, __file__, "--group", path, ",".join(map(str, half))],
+                [sys.executable, __file__, "--group", path, ",".join(map(str, half)), statement],
                 stdout=subprocess.PIPE,
                 text=True,
             )
@@ -104,7 +101,8 @@ def run_case(path: str, case: str, bands: int) -> dict:
     else:
         found = []
         threads = [
-            threading.Thread(target=lambda h=half: found.append(group(path, h))) for half in halves
+            threading.Thread(target=lambda h=half: found.append(group(path, h, statement)))
+            for half in halves
         ]
         for thread in threads:
             thread.start()
@@ -117,9 +115,9 @@ def run_case(path: str, case: str, bands: int) -> dict:
     }
 
 
-def measure(path: str, case: str, bands: int) -> dict:
+def measure(path: str, case: str, bands: int, statement: str) -> dict:
     said = subprocess.run(
-        [sys.executable, __file__, "--case", path, case, str(bands)],
+        [sys.executable, __file__, "--case", path, case, str(bands), statement],
         check=True,
         capture_output=True,
         text=True,
@@ -129,16 +127,18 @@ def measure(path: str, case: str, bands: int) -> dict:
 
 def main() -> None:
     if sys.argv[1:2] == ["--case"]:
-        print(json.dumps(run_case(sys.argv[2], sys.argv[3], int(sys.argv[4]))))
+        print(json.dumps(run_case(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])))
         return
     if sys.argv[1:2] == ["--group"]:
-        print(json.dumps(group(sys.argv[2], [int(b) for b in sys.argv[3].split(",")])))
+        print(json.dumps(group(sys.argv[2], [int(b) for b in sys.argv[3].split(",")], sys.argv[4])))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--db", action="append", required=True, help="a SQLite index's path")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--write-results", action="store_true")
     args = parser.parse_args()
+    from simindex.store import _BAND_BUCKETS as statement  # the statement `pairs` runs
+
     started = datetime.now(UTC)
     lines = [
         f"## {started:%Y-%m-%d %H:%M} UTC: SQLite's grouping of band keys in one thread, two "
@@ -159,7 +159,7 @@ def main() -> None:
         (bands,) = connection.execute("SELECT bands FROM bandings WHERE is_active").fetchone()
         connection.close()
         for name, case in CASES.items():
-            runs = [measure(path, case, bands) for _ in range(args.repeat)]
+            runs = [measure(path, case, bands, statement) for _ in range(args.repeat)]
             seconds = [run["seconds"] for run in runs]
             lines.append(
                 f"| {path} | {documents:,} | {name} | "
@@ -167,7 +167,7 @@ def main() -> None:
                 + f" | {statistics.median(seconds):.2f} | {runs[0]['buckets']:,} |"
             )
             print(lines[-1], flush=True)
-        _, text = group(path, list(range(1, bands, 2)))
+        _, text = group(path, list(range(1, bands, 2)), statement)
         spooled.append(
             f"- {path}: {text / 2**20:,.1f} MiB ({text / documents:.1f} bytes a document)"
         )

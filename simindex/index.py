@@ -97,8 +97,8 @@ ESTIMATED_PAIRS = 8_192
 SCAN_SHARE = 0.4
 SCAN_ROWS = 5_000
 # Band-key rows from which a full `pairs` groups a SQLite banding's buckets in two processes
-# (Store._split_buckets); below, starting the second process (tens of milliseconds) is a large
-# share of the grouping.
+# (Store._split_buckets), so that small indexes (tests, samples) start no second process; the
+# point where the second process starts to pay was not measured.
 SPLIT_GROUPING_ROWS = 1_000_000
 # Candidates of a point query up to which its one statement reads their texts too (see
 # Store.documents_in_buckets); past it, a second statement reads the documents of those

@@ -1288,8 +1288,8 @@ class Store:
                 if process.returncode:
                     lines = said.decode(errors="replace").strip().splitlines()
                     raise DatabaseError(
-                        f"the process that grouped bands {odd[0]}, {odd[0] + 2}, ... of "
-                        f"{path} failed: {lines[-1] if lines else 'no message'}"
+                        f"the process that grouped the odd bands of {path} failed: "
+                        f"{lines[-1] if lines else 'no message'}"
                     )
                 grouped.seek(0)
                 rest = b""
@@ -2160,8 +2160,8 @@ _BAND_BUCKETS = (
 # The program of the process that groups half of a SQLite banding's bands (Store.
 # _split_buckets): arguments the file, the banding, its bands (comma-separated) and
 # _BAND_BUCKETS; it writes each bucket as a line of its ids to its standard output, every band
-# in one read transaction, and imports SQLite's module alone (it starts in milliseconds). A
-# full disk under its output ends it with _NO_SPACE_EXIT.
+# in one read transaction, and imports SQLite's module alone (no NumPy, SQLAlchemy or numba to
+# load). A full disk under its output ends it with _NO_SPACE_EXIT.
 _NO_SPACE_EXIT = 28
 _GROUPING_PROCESS = f"""
 import errno, sqlite3, sys
