@@ -1820,6 +1820,7 @@ def process_settings() -> None:
     collector, and one OpenBLAS thread (benchmarks/bench_startup.py applies them too)."""
     _malloc_settings()
     _collector_settings()
+    _sqlite_settings()
     # NumPy's OpenBLAS starts a thread per core as it loads, at up to 0.16 CPU seconds per
     # command (0.09-0.16 for stats, show and export: benchmarks/RESULTS.md, 2026-11-24
     # 13:40-13:50 and 15:10-15:24 UTC); no command calls a BLAS routine.
@@ -1868,6 +1869,30 @@ def _collector_settings() -> None:
     atexit.register(gc.freeze)
 
 
+def _sqlite_settings() -> None:
+    """SQLite's memory statistics off (``sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0)``, set
+    between ``sqlite3_shutdown`` and ``sqlite3_initialize``, before the process opens a
+    connection). With them on, as SQLite is built by default, every allocation of every
+    connection in a process takes one mutex, and `pairs` reads signatures on one connection
+    while its writer reads texts on another (benchmarks/bench_sqlite_threads.py: two threads
+    grouping on two connections took 1.5 times one connection's time with the statistics on,
+    half of it with them off). Nothing in simindex reads the statistics or sets the soft heap
+    limit that needs them. Linux only, where ctypes passes the variadic argument as C does;
+    where SQLite's library cannot be reached or refuses, nothing changes."""
+    if not sys.platform.startswith("linux"):
+        return
+    import _sqlite3
+    import ctypes
+
+    try:
+        library = ctypes.CDLL(_sqlite3.__file__)
+        if library.sqlite3_shutdown() == 0:
+            library.sqlite3_config(_SQLITE_CONFIG_MEMSTATUS, ctypes.c_int(0))
+            library.sqlite3_initialize()
+    except (OSError, AttributeError):
+        return
+
+
 def _return_free_memory() -> None:
     """Give the free pages inside glibc's heaps back to the system (``malloc_trim``): a
     finished stage leaves free blocks between live ones, out of reach of the trim at the top
@@ -1894,3 +1919,4 @@ def _glibc(function: str) -> Any:
 _M_ARENA_MAX = -8  # glibc's malloc.h
 _M_MMAP_THRESHOLD = -3
 _M_TRIM_THRESHOLD = -1
+_SQLITE_CONFIG_MEMSTATUS = 9  # sqlite3.h

@@ -273,6 +273,39 @@ def test_the_entry_point_limits_glibc_arenas_and_keeps_its_mmap_and_trim_thresho
     assert calls == expected
 
 
+# SQLite's count of the memory it holds, after a connection has stored 10,000 rows, with
+# and without the process's SQLite settings.
+MEMORY_STATISTICS_PROBE = """
+import _sqlite3, ctypes, sqlite3, sys
+from simindex import cli
+if sys.argv[1] == "settings":
+    cli.process_settings()
+connection = sqlite3.connect(":memory:")
+connection.execute("CREATE TABLE t (x)")
+connection.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(10_000)])
+used = ctypes.CDLL(_sqlite3.__file__).sqlite3_memory_used
+used.restype = ctypes.c_int64
+print(used())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="set on Linux only")
+def test_the_entry_point_turns_sqlite_memory_statistics_off():
+    """With its statistics on, SQLite counts every allocation under one mutex of the process
+    and reports the bytes it holds; the CLI turns them off before any connection (see
+    cli._sqlite_settings), and then it reports none."""
+
+    def memory_used(mode: str) -> int:
+        run = subprocess.run(
+            [sys.executable, "-c", MEMORY_STATISTICS_PROBE, mode],
+            capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        return int(run.stdout)
+
+    assert memory_used("default") > 100_000
+    assert memory_used("settings") == 0
+
+
 # Blocks of 3 MiB made, filled and freed 100 times (from the heap, below the mmap threshold):
 # the page faults that this costs, with and without the process's malloc settings.
 REFAULT_PROBE = """
