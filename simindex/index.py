@@ -1047,10 +1047,12 @@ class Index:
     def _signature_pass(
         self, connection: Connection, reader: Connection, full: bool
     ) -> Iterator[Future[SignatureFile] | None]:
-        """For a full rebuild on PostgreSQL: a thread that reads every stored signature, in
-        id order on ``reader``, into a SignatureFile, while ``connection`` groups the buckets
-        (a future of the file; None for an incremental run, on SQLite, or where ``reader`` is
-        ``connection``).
+        """For a full rebuild: a thread that reads every stored signature, in id order, into
+        a SignatureFile, while ``connection`` groups the buckets (a future of the file; None
+        for an incremental run, an index in memory, or where ``reader`` is ``connection``).
+        On PostgreSQL the thread reads them on ``reader``; on SQLite a second process does
+        (Store.copy_signatures), and the thread waits for it, or reads them on ``reader``
+        where no process starts.
 
         The candidates of a full rebuild name a large share of the index (half the ids at 4M
         documents, a third at 400k), whose look-ups cost PostgreSQL a random heap page read
@@ -1058,10 +1060,14 @@ class Index:
         the grouping held verification up for its whole length (11 s at 4M); made during it,
         the pass takes what the grouping leaves idle, the second core and the reader's
         connection (`pairs --full` at 4M 88-103 s before, 80-82 s after, with glibc's trim
-        threshold raised: benchmarks/RESULTS.md, 2026-11-26 15:00-16:35 UTC). The file holds
-        a signature per id (512 bytes at 128 values: 2 GB at 4M documents, in the temporary
+        threshold raised: benchmarks/RESULTS.md, 2026-11-26 15:00-16:35 UTC). SQLite's
+        look-ups each copy a 16 KiB page out of the OS's page cache, and cost more per
+        document at 4M than at 400k; the file's, a 512-byte read. The file holds a signature
+        per id (512 bytes at 128 values: 2 GB at 4M documents, in the temporary
         directory)."""
-        if not full or self._store.dialect != "postgresql" or reader is connection:
+        path = self._store.engine.url.database
+        in_memory = self._store.dialect == "sqlite" and path in (None, "", ":memory:")
+        if not full or reader is connection or in_memory:
             yield None
             return
         from simindex.signature_file import signature_file
@@ -1072,10 +1078,21 @@ class Index:
             signature_file(first, last, self.spec.num_perm) as file,
             ThreadPoolExecutor(max_workers=1) as worker,
         ):
+            fill = self._fill_signature_file
+            if self._store.dialect == "sqlite":
+                fill = self._copy_signatures
             try:
-                yield worker.submit(self._fill_signature_file, reader, file, stop)
+                yield worker.submit(fill, reader, file, stop)
             finally:
-                stop.set()  # the pass ends at its next chunk if it is still running
+                stop.set()  # the pass ends soon if it is still running
+
+    def _copy_signatures(
+        self, reader: Connection, file: SignatureFile, stop: threading.Event
+    ) -> SignatureFile:
+        """SQLite's signature pass: by a second process (Store.copy_signatures), or, where
+        none starts, on ``reader``."""
+        copied = self._store.copy_signatures(file, stop)
+        return copied if copied is not None else self._fill_signature_file(reader, file, stop)
 
     def _fill_signature_file(
         self, reader: Connection, file: SignatureFile, stop: threading.Event | None = None

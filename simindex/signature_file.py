@@ -21,17 +21,32 @@ from simindex.spec import SIGNATURE_DTYPE
 
 class SignatureFile:
     """Row i of the file holds the signature of document id ``first + i``, for the ids
-    ``first``..``last``: :meth:`write` the signatures of any of them, in any order, then
-    :meth:`read` those written. Ids never written (deleted documents) take no disk: the
-    file is sparse. Which ids were written is kept in memory, a byte an id of the range."""
+    ``first``..``last``: :meth:`write` the signatures of any of them, in any order, or let
+    another process write them (:meth:`take_written`), then :meth:`read` those written. Ids
+    never written (deleted documents) take no disk: the file is sparse. Which ids were
+    written is kept in memory, a byte an id of the range."""
 
     def __init__(self, first: int, last: int, num_perm: int):
         self.first, self.last = first, last
         self._num_perm = num_perm
-        self._row = SIGNATURE_DTYPE.itemsize * num_perm
+        self.row_bytes = SIGNATURE_DTYPE.itemsize * num_perm
         self._written = np.zeros(max(0, last - first + 1), dtype=np.bool_)
         self._file = tempfile.TemporaryFile()
-        self._file.truncate(max(1, self._written.size * self._row))
+        self._file.truncate(max(1, self._written.size * self.row_bytes))
+
+    def fileno(self) -> int:
+        """The file's descriptor, for another process to write rows into."""
+        return self._file.fileno()
+
+    def take_written(self) -> None:
+        """Learn which ids another process wrote, from the byte per id (1: written) that it
+        left after the rows; the bytes are then cut off."""
+        end = self._written.size * self.row_bytes
+        flags = os.pread(self.fileno(), self._written.size, end)
+        if len(flags) != self._written.size:
+            raise DatabaseError("the signature file was left without its list of ids written")
+        self._written = np.frombuffer(flags, np.uint8).astype(np.bool_)
+        self._file.truncate(max(1, end))
 
     def write(self, ids: np.ndarray, signatures: np.ndarray) -> None:
         """Keep the signatures (uint32 (n, num_perm)) of the ids in the file's range; others
@@ -44,7 +59,7 @@ class SignatureFile:
         fd = self._file.fileno()
         for lo, hi in zip(np.r_[0, breaks], np.r_[breaks, at.shape[0]], strict=True):
             if hi > lo:
-                os.pwrite(fd, rows[lo:hi].data, int(at[lo]) * self._row)
+                os.pwrite(fd, rows[lo:hi].data, int(at[lo]) * self.row_bytes)
         self._written[at] = True
 
     def read(self, ids: np.ndarray) -> np.ndarray:
@@ -60,7 +75,9 @@ class SignatureFile:
                 f"{missing} of {ids.size} documents have no stored signature: run `simindex check`"
             )
         fd = self._file.fileno()
-        data = b"".join([os.pread(fd, self._row, offset) for offset in (at * self._row).tolist()])
+        data = b"".join(
+            [os.pread(fd, self.row_bytes, offset) for offset in (at * self.row_bytes).tolist()]
+        )
         return np.frombuffer(data, SIGNATURE_DTYPE).reshape(-1, self._num_perm).astype(np.uint32)
 
     def close(self) -> None:

@@ -14,13 +14,14 @@ import logging
 import os
 import re
 import sqlite3
+import threading
 import time
 import urllib.parse
 import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import sqlalchemy as sa
@@ -42,6 +43,9 @@ from simindex.schema import (
     signatures,
 )
 from simindex.spec import SIGNATURE_DTYPE
+
+if TYPE_CHECKING:
+    from simindex.signature_file import SignatureFile
 
 DEFAULT_PATH = "simindex.db"
 # Bound parameters per statement: below SQLite's 32,766 and PostgreSQL's 65,535.
@@ -1283,14 +1287,7 @@ class Store:
                 if process is None:
                     return
                 _, said = process.communicate()
-                if process.returncode == _NO_SPACE_EXIT:  # the CLI names the temporary directory
-                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-                if process.returncode:
-                    lines = said.decode(errors="replace").strip().splitlines()
-                    raise DatabaseError(
-                        f"the process that grouped the odd bands of {path} failed: "
-                        f"{lines[-1] if lines else 'no message'}"
-                    )
+                _check_exit(process.returncode, said, f"grouped the odd bands of {path}")
                 grouped.seek(0)
                 rest = b""
                 while block := grouped.read(GROUPED_TEXT_BYTES):
@@ -1301,6 +1298,39 @@ class Store:
                 if process is not None and process.poll() is None:
                     process.kill()
                     process.wait()
+
+    def copy_signatures(self, file: SignatureFile, stop: threading.Event) -> SignatureFile | None:
+        """Write the stored signatures of the file's ids into it, by a second process
+        (_SIGNATURE_PROCESS) that reads them from SQLite's file in id order on a connection
+        of its own, as _split_buckets groups bands: a thread of this process would share
+        SQLite's allocation mutex with the command's connections outside the CLI (see
+        cli._sqlite_settings). It reads the snapshot the writer sees, for the reason given
+        there. Ends early, its file unfilled, once ``stop`` is set; None where no process
+        can start."""
+        import subprocess
+        import sys
+
+        path = self.engine.url.database
+        try:
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-c", _SIGNATURE_PROCESS, path, str(file.first),
+                 str(file.last), str(file.row_bytes), _ID_SIGNATURES],
+                stdin=subprocess.DEVNULL, stdout=file.fileno(), stderr=subprocess.PIPE,
+            )  # fmt: skip
+        except OSError:
+            return None
+        with process:
+            while True:
+                try:
+                    _, said = process.communicate(timeout=0.1)
+                    break
+                except subprocess.TimeoutExpired:
+                    if stop.is_set():
+                        process.kill()
+        if not stop.is_set():
+            _check_exit(process.returncode, said, f"read the signatures of {path}")
+            file.take_written()
+        return file
 
     def _copied_buckets(
         self, connection: Connection, banding_id: int, chunk_size: int
@@ -2163,6 +2193,7 @@ _BAND_BUCKETS = (
 # in one read transaction, and imports SQLite's module alone (no NumPy, SQLAlchemy or numba to
 # load). A full disk under its output ends it with _NO_SPACE_EXIT.
 _NO_SPACE_EXIT = 28
+_OTHER_LENGTH = "stored signatures differ in length from the index's: run `simindex check`"
 _GROUPING_PROCESS = f"""
 import errno, sqlite3, sys
 path, banding, bands, statement = sys.argv[1:5]
@@ -2181,11 +2212,59 @@ except OSError as exc:
         raise
     sys.exit({_NO_SPACE_EXIT})
 """
+# The signature-reading process (Store.copy_signatures), Python with the sqlite3 module
+# alone as _GROUPING_PROCESS: it writes the signature of each id of first..last at row
+# (id - first) of its output, a SignatureFile's file (a run of consecutive ids in one write),
+# then, after the rows, a byte per id, 1 for those written.
+_SIGNATURE_PROCESS = f"""
+import errno, os, sqlite3, sys
+path, first, last, row, statement = sys.argv[1], *map(int, sys.argv[2:5]), sys.argv[5]
+connection = sqlite3.connect(path, isolation_level=None)
+connection.execute("PRAGMA query_only = 1")
+connection.execute("BEGIN")
+written = bytearray(last - first + 1)
+rows = connection.execute(statement, {{"first": first, "last": last}})
+try:
+    while chunk := rows.fetchmany(5000):
+        if any(len(signature) != row for _, signature in chunk):
+            sys.exit({_OTHER_LENGTH!r})
+        low, high = chunk[0][0], chunk[-1][0]
+        if high - low == len(chunk) - 1:
+            os.pwrite(1, b"".join([signature for _, signature in chunk]), (low - first) * row)
+        else:
+            for at, signature in chunk:
+                os.pwrite(1, signature, (at - first) * row)
+        for at, _ in chunk:
+            written[at - first] = 1
+    os.pwrite(1, written, len(written) * row)
+except OSError as exc:
+    if exc.errno != errno.ENOSPC:
+        raise
+    sys.exit({_NO_SPACE_EXIT})
+"""
+_ID_SIGNATURES = (
+    "SELECT document_id, minhashes FROM signatures "
+    "WHERE document_id BETWEEN :first AND :last ORDER BY document_id"
+)
+
+
+def _check_exit(code: int, said: bytes, did: str) -> None:
+    """Raise for a second process that failed (see _split_buckets, copy_signatures): a full
+    disk under its output as ENOSPC, which the CLI names the temporary directory for; else a
+    DatabaseError naming what it ``did`` and the last line it said."""
+    if code == _NO_SPACE_EXIT:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    if code:
+        lines = said.decode(errors="replace").strip().splitlines()
+        raise DatabaseError(
+            f"the process that {did} failed: {lines[-1] if lines else 'no message'}"
+        )
+
+
 # Bytes of the second grouping process's text read at a time.
 GROUPED_TEXT_BYTES = 4 * 2**20
 _PG_BINARY_HEADER = b"PGCOPY\n\xff\r\n\x00" + bytes(8)  # signature, flags, extension length
 _PG_BINARY_TRAILER = b"\xff\xff"
-_OTHER_LENGTH = "stored signatures differ in length from the index's: run `simindex check`"
 # An integer array's text ({1,2}) to the numbers alone, split by spaces.
 _ARRAY_TEXT_SEPARATORS = bytes.maketrans(b"{},\n", b"    ")
 _BAND_KEY_TUPLE = np.dtype(
