@@ -1065,8 +1065,7 @@ class Index:
         document at 4M than at 400k; the file's, a 512-byte read. The file holds a signature
         per id (512 bytes at 128 values: 2 GB at 4M documents, in the temporary
         directory)."""
-        path = self._store.engine.url.database
-        in_memory = self._store.dialect == "sqlite" and path in (None, "", ":memory:")
+        in_memory = self._store.dialect == "sqlite" and not self._store.sqlite_file
         if not full or reader is connection or in_memory:
             yield None
             return

@@ -300,6 +300,13 @@ class Store:
         self.lock_timeout = lock_timeout
         self._band_keys_exist = False  # learnt by read(); an index's tables are never dropped
 
+    @property
+    def sqlite_file(self) -> str | None:
+        """The SQLite index's file, for a second process to open (None on PostgreSQL or for a
+        database in memory)."""
+        path = self.engine.url.database
+        return path if self.dialect == "sqlite" and path not in (None, "", ":memory:") else None
+
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A read transaction: one snapshot for the whole call. On PostgreSQL it is
@@ -1216,8 +1223,8 @@ class Store:
         if touching is None and self.dialect == "postgresql":
             yield from self._copied_buckets(connection, banding_id, chunk_size)
             return
-        path = self.engine.url.database
-        if touching is None and split and split > 1 and path and path != ":memory:":
+        path = self.sqlite_file
+        if touching is None and split and split > 1 and path:
             yield from self._split_buckets(connection, banding_id, split, path, chunk_size)
             return
         if touching is None:
@@ -1310,7 +1317,7 @@ class Store:
         import subprocess
         import sys
 
-        path = self.engine.url.database
+        path = self.sqlite_file
         try:
             process = subprocess.Popen(
                 [sys.executable, "-I", "-c", _SIGNATURE_PROCESS, path, str(file.first),
