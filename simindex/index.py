@@ -1060,11 +1060,12 @@ class Index:
         the grouping held verification up for its whole length (11 s at 4M); made during it,
         the pass takes what the grouping leaves idle, the second core and the reader's
         connection (`pairs --full` at 4M 88-103 s before, 80-82 s after, with glibc's trim
-        threshold raised: benchmarks/RESULTS.md, 2026-11-26 15:00-16:35 UTC). SQLite's
-        look-ups each copy a 16 KiB page out of the OS's page cache, and cost more per
-        document at 4M than at 400k; the file's, a 512-byte read. The file holds a signature
-        per id (512 bytes at 128 values: 2 GB at 4M documents, in the temporary
-        directory)."""
+        threshold raised: benchmarks/RESULTS.md, 2026-11-26 15:00-16:35 UTC). A look-up in
+        SQLite copies a 16 KiB page out of the OS's page cache (the kernel's copying grew 25x
+        from 400k to 4M documents: RESULTS.md, 2026-11-28 19:46 UTC), a read of the file 512
+        bytes (SQLite's `pairs --full` at 4M, paired: median 3.39 s faster, in 3 of 3 pairs:
+        2026-11-29 18:53 UTC). The file holds a signature per id (512 bytes at 128 values:
+        2 GB at 4M documents, in the temporary directory)."""
         in_memory = self._store.dialect == "sqlite" and not self._store.sqlite_file
         if not full or reader is connection or in_memory:
             yield None
