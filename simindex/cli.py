@@ -1877,7 +1877,8 @@ def _sqlite_settings() -> None:
     while its writer reads texts on another (benchmarks/bench_sqlite_threads.py: two threads
     grouping on two connections took 1.5 times one connection's time with the statistics on,
     half of it with them off: RESULTS.md, 2026-11-29 15:49 UTC; SQLite's `pairs --full` at 4M,
-    paired: median 1.99 s faster, in 2 of 3 pairs, 18:35 UTC). Nothing in simindex reads the
+    paired: median 1.99 s and mean 0.86 s faster, in 2 of 3 pairs, 18:35 UTC). Called first
+    in the process: shutting SQLite down under an open connection is undefined. Nothing in simindex reads the
     statistics or sets the soft heap limit that needs them. Linux only, where ctypes passes the variadic argument as C does;
     where SQLite's library cannot be reached or refuses, nothing changes."""
     if not sys.platform.startswith("linux"):

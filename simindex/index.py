@@ -1120,9 +1120,9 @@ class Index:
         while the buckets were grouped (``passed``, see _signature_pass), if one was; else
         looked up a block at a time, or, on PostgreSQL when the candidates name more than
         SCAN_SHARE of the ids between their first and last, from a SignatureFile that one
-        pass over the signatures of those ids, in id order, fills first. SQLite's look-ups
-        are reads of its B-tree inside the process, not a server's heap pages: it keeps
-        them."""
+        pass over the signatures of those ids, in id order, fills first. An incremental run
+        on SQLite looks them up: its pass is a second process's, made during a full
+        rebuild's grouping."""
         if passed is not None:
             yield passed.result().read
             return

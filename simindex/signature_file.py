@@ -44,7 +44,7 @@ class SignatureFile:
         end = self._written.size * self.row_bytes
         flags = os.pread(self.fileno(), self._written.size, end)
         if len(flags) != self._written.size:
-            raise DatabaseError("the signature file was left without its list of ids written")
+            raise DatabaseError("the process that read the signatures left no list of them")
         self._written = np.frombuffer(flags, np.uint8).astype(np.bool_)
         self._file.truncate(max(1, end))
 
@@ -69,10 +69,13 @@ class SignatureFile:
         (tests/unit/test_signature_file.py fails with one)."""
         at = ids - self.first
         inside = (at >= 0) & (at < self._written.size)
-        missing = ids.size - int(self._written[at[inside]].sum())
-        if missing:
+        written = np.zeros(ids.shape, np.bool_)
+        written[inside] = self._written[at[inside]]
+        if not written.all():
+            missing = ids[~written]
             raise DatabaseError(
-                f"{missing} of {ids.size} documents have no stored signature: run `simindex check`"
+                f"{missing.size} of {ids.size} documents have no stored signature (the first: "
+                f"id {missing[0]}): run `simindex check`"
             )
         fd = self._file.fileno()
         data = b"".join(

@@ -302,10 +302,13 @@ class Store:
 
     @property
     def sqlite_file(self) -> str | None:
-        """The SQLite index's file, for a second process to open (None on PostgreSQL or for a
-        database in memory)."""
-        path = self.engine.url.database
-        return path if self.dialect == "sqlite" and path not in (None, "", ":memory:") else None
+        """The SQLite index's file, for a second process to open by its path (None on
+        PostgreSQL, for a database in memory, or one named by a file: URI with options of its
+        own, which the second process would not share)."""
+        url = self.engine.url
+        if self.dialect != "sqlite" or url.database in (None, "", ":memory:"):
+            return None
+        return None if url.query.get("uri") else url.database
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
@@ -1262,8 +1265,10 @@ class Store:
         """SQLite's iter_buckets of a whole banding, grouped by two processes at once: a
         second process (_GROUPING_PROCESS) groups the odd bands on a connection of its own
         into a temporary file, as text, while ``connection`` groups the even ones; then the
-        file's buckets follow. SQLite counts each allocation of a process under one mutex,
-        so two connections of one process group slower than one; two processes, twice as
+        file's buckets follow. SQLite counts each allocation of a process under one mutex
+        (while its memory statistics are on, as it is built: cli._sqlite_settings turns them
+        off for the CLI alone), so two connections of one process group slower than one; two
+        processes, twice as
         fast (4M documents: 29.35 s on one connection, 45.26 s on two of one process, 15.09 s
         in two processes: benchmarks/bench_sqlite_threads.py, RESULTS.md 2026-11-29 15:49
         UTC). The second process reads the snapshot ``connection`` sees: a writer's, no other
@@ -1277,8 +1282,8 @@ class Store:
         with tempfile.TemporaryFile() as grouped:
             try:
                 process = subprocess.Popen(
-                    [sys.executable, "-I", "-c", _GROUPING_PROCESS, path, str(banding_id),
-                     ",".join(map(str, odd)), _BAND_BUCKETS],
+                        [sys.executable, "-I", "-c", _GROUPING_PROCESS, path, _BAND_BUCKETS,
+                     str(banding_id), ",".join(map(str, odd))],
                     stdin=subprocess.DEVNULL, stdout=grouped, stderr=subprocess.PIPE,
                 )  # fmt: skip
             except OSError:
@@ -1311,17 +1316,17 @@ class Store:
         (_SIGNATURE_PROCESS) that reads them from SQLite's file in id order on a connection
         of its own, as _split_buckets groups bands: a thread of this process would share
         SQLite's allocation mutex with the command's connections outside the CLI (see
-        cli._sqlite_settings). It reads the snapshot the writer sees, for the reason given
-        there. Ends early, its file unfilled, once ``stop`` is set; None where no process
-        can start."""
+        cli._sqlite_settings). It reads the snapshot the writer sees, as _split_buckets's
+        process does (see there). Ends early, its file unfilled, once ``stop`` is set; None
+        where no process can start."""
         import subprocess
         import sys
 
         path = self.sqlite_file
         try:
             process = subprocess.Popen(
-                [sys.executable, "-I", "-c", _SIGNATURE_PROCESS, path, str(file.first),
-                 str(file.last), str(file.row_bytes), _ID_SIGNATURES],
+                [sys.executable, "-I", "-c", _SIGNATURE_PROCESS, path, _ID_SIGNATURES,
+                 str(file.first), str(file.last), str(file.row_bytes), str(SIGNATURE_ROWS)],
                 stdin=subprocess.DEVNULL, stdout=file.fileno(), stderr=subprocess.PIPE,
             )  # fmt: skip
         except OSError:
@@ -2194,61 +2199,83 @@ _BAND_BUCKETS = (
     "SELECT group_concat(document_id) FROM band_keys "
     "WHERE banding_id = :banding_id AND band = :band GROUP BY key HAVING count(*) > 1"
 )
-# The program of the process that groups half of a SQLite banding's bands (Store.
-# _split_buckets): arguments the file, the banding, its bands (comma-separated) and
-# _BAND_BUCKETS; it writes each bucket as a line of its ids to its standard output, every band
-# in one read transaction, and imports SQLite's module alone (no NumPy, SQLAlchemy or numba to
-# load). A full disk under its output ends it with _NO_SPACE_EXIT.
+# The programs of a SQLite index's second processes (Store._split_buckets, copy_signatures):
+# Python with SQLite's module alone (no NumPy, SQLAlchemy or numba to load), its arguments the
+# index's file, a statement to run and its own. Each reads in one read transaction, and stops
+# once the command that started it has gone (a kill -9) rather than hold an old snapshot that
+# keeps SQLite's checkpoints from finishing. A full disk under its output ends it with
+# _NO_SPACE_EXIT; a stored signature of another length, with _OTHER_LENGTH said.
 _NO_SPACE_EXIT = 28
 _OTHER_LENGTH = "stored signatures differ in length from the index's: run `simindex check`"
-_GROUPING_PROCESS = f"""
-import errno, sqlite3, sys
-path, banding, bands, statement = sys.argv[1:5]
-connection = sqlite3.connect(path, isolation_level=None)
+_PROCESS_START = """
+import errno, os, sqlite3, sys
+parent = os.getppid()
+connection = sqlite3.connect(sys.argv[1], isolation_level=None)
 connection.execute("PRAGMA query_only = 1")
 connection.execute("BEGIN")
-out = sys.stdout.buffer
+statement = sys.argv[2]
+
+
+def orphaned():
+    return os.getppid() != parent
+"""
+_PROCESS_END = f"""
 try:
-    for band in bands.split(","):
-        rows = connection.execute(statement, {{"banding_id": int(banding), "band": int(band)}})
-        while chunk := rows.fetchmany(50000):
-            out.write(("\\n".join([ids for (ids,) in chunk]) + "\\n").encode())
-    out.flush()
+    run(*sys.argv[3:])
 except OSError as exc:
     if exc.errno != errno.ENOSPC:
         raise
     sys.exit({_NO_SPACE_EXIT})
 """
-# The signature-reading process (Store.copy_signatures), Python with the sqlite3 module
-# alone as _GROUPING_PROCESS: it writes the signature of each id of first..last at row
-# (id - first) of its output, a SignatureFile's file (a run of consecutive ids in one write),
-# then, after the rows, a byte per id, 1 for those written.
-_SIGNATURE_PROCESS = f"""
-import errno, os, sqlite3, sys
-path, first, last, row, statement = sys.argv[1], *map(int, sys.argv[2:5]), sys.argv[5]
-connection = sqlite3.connect(path, isolation_level=None)
-connection.execute("PRAGMA query_only = 1")
-connection.execute("BEGIN")
-written = bytearray(last - first + 1)
-rows = connection.execute(statement, {{"first": first, "last": last}})
-try:
-    while chunk := rows.fetchmany(5000):
+# Groups the banding's bands given (comma-separated) with _BAND_BUCKETS, writing each bucket
+# as a line of its ids to its standard output.
+_GROUPING_PROCESS = (
+    _PROCESS_START
+    + """
+def run(banding, bands):
+    out = sys.stdout.buffer
+    for band in bands.split(","):
+        rows = connection.execute(statement, {"banding_id": int(banding), "band": int(band)})
+        while not orphaned() and (chunk := rows.fetchmany(50000)):
+            out.write(("\\n".join([ids for (ids,) in chunk]) + "\\n").encode())
+    out.flush()
+"""
+    + _PROCESS_END
+)
+# Reads the signatures of the ids first..last with _ID_SIGNATURES, ``rows`` at a time, and
+# writes each at row (id - first) of its output, a SignatureFile's file (a run of consecutive
+# ids in one write), then, after the rows, a byte per id of the range, 1 for those written.
+_SIGNATURE_PROCESS = (
+    _PROCESS_START
+    + f"""
+def write(data, at):
+    view = memoryview(data)
+    while view:
+        done = os.pwrite(1, view, at)
+        view, at = view[done:], at + done
+
+
+def run(first, last, row, rows):
+    first, last, row = int(first), int(last), int(row)
+    written = bytearray(last - first + 1)
+    found = connection.execute(statement, {{"first": first, "last": last}})
+    while not orphaned() and (chunk := found.fetchmany(int(rows))):
         if any(len(signature) != row for _, signature in chunk):
             sys.exit({_OTHER_LENGTH!r})
         low, high = chunk[0][0], chunk[-1][0]
         if high - low == len(chunk) - 1:
-            os.pwrite(1, b"".join([signature for _, signature in chunk]), (low - first) * row)
+            write(b"".join([signature for _, signature in chunk]), (low - first) * row)
         else:
             for at, signature in chunk:
-                os.pwrite(1, signature, (at - first) * row)
+                write(signature, (at - first) * row)
         for at, _ in chunk:
             written[at - first] = 1
-    os.pwrite(1, written, len(written) * row)
-except OSError as exc:
-    if exc.errno != errno.ENOSPC:
-        raise
-    sys.exit({_NO_SPACE_EXIT})
+    write(written, len(written) * row)
 """
+    + _PROCESS_END
+)
+# Signatures the signature-reading process reads at a time.
+SIGNATURE_ROWS = 5_000
 _ID_SIGNATURES = (
     "SELECT document_id, minhashes FROM signatures "
     "WHERE document_id BETWEEN :first AND :last ORDER BY document_id"

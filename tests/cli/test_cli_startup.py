@@ -290,10 +290,10 @@ print(used())
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="set on Linux only")
-def test_the_entry_point_turns_sqlite_memory_statistics_off():
+def test_the_process_settings_turn_sqlite_memory_statistics_off():
     """With its statistics on, SQLite counts every allocation under one mutex of the process
-    and reports the bytes it holds; the CLI turns them off before any connection (see
-    cli._sqlite_settings), and then it reports none."""
+    and reports the bytes it holds; the CLI's process settings turn them off before any
+    connection (see cli._sqlite_settings), and then it reports none."""
 
     def memory_used(mode: str) -> int:
         run = subprocess.run(
@@ -302,6 +302,8 @@ def test_the_entry_point_turns_sqlite_memory_statistics_off():
         )  # fmt: skip
         return int(run.stdout)
 
+    if memory_used("default") == 0:
+        pytest.skip("this SQLite is built with its memory statistics off")
     assert memory_used("default") > 100_000
     assert memory_used("settings") == 0
 

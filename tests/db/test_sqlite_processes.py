@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import threading
+import time
 from contextlib import nullcontext
 
 import numpy as np
@@ -60,7 +61,7 @@ def test_two_processes_group_the_buckets_and_find_the_pairs_of_one_connection(
 
     def counted(*args, **kwargs):
         if args[0][3] == simindex.store._GROUPING_PROCESS:
-            started.append(args[0][4:7])  # the file, the banding, the bands
+            started.append([args[0][4], *args[0][6:8]])  # the file, the banding, the bands
         return popen(*args, **kwargs)
 
     monkeypatch.setattr(subprocess, "Popen", counted)
@@ -178,6 +179,46 @@ def test_a_second_process_writes_every_signature_and_the_pairs_are_those_of_look
     assert _stored_pairs(index_path) == looked_up
 
 
+def test_the_signature_file_skips_deleted_ids_across_the_process_chunks(index_path, monkeypatch):
+    """Ids from the first left to the last, with runs deleted (the first id among them), read
+    seven at a time: every chunk with a gap written row by row, and the others at once."""
+    monkeypatch.setattr(simindex.store, "SIGNATURE_ROWS", 7)
+    with Index.open(index_path) as index:
+        index.delete(["d0", "d1", *[f"d{i}" for i in range(20, 40)], "d700", "d1499"])
+        with index._store.read() as connection:
+            first, last = index._store.document_id_range(connection)
+            kept = np.array(sorted(index._store.document_ids(connection, [
+                f"d{i}" for i in range(1_500)
+            ]).values()))  # fmt: skip
+            stored = index._store.signatures_of(connection, kept, index.spec.num_perm)
+        assert (first, last, kept.size) == (3, 1_499, 1_476)
+        with signature_file(first, last, index.spec.num_perm) as file:
+            assert index._store.copy_signatures(file, threading.Event()) is file
+            assert np.array_equal(file.read(kept), stored)
+            with pytest.raises(DatabaseError, match=r"\(the first: id 21\)"):
+                file.read(np.array([4, 21, 22]))
+
+
+def test_a_stopped_signature_process_is_killed_at_once(index_path, monkeypatch):
+    """Verification failed or ended first: the process is killed, not waited for."""
+    started = []
+    popen = subprocess.Popen
+
+    def kept(*args, **kwargs):
+        started.append(popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", kept)
+    monkeypatch.setattr(simindex.store, "_SIGNATURE_PROCESS", "import time; time.sleep(60)")
+    stop = threading.Event()
+    stop.set()
+    with Index.open(index_path) as index, signature_file(1, 1_500, index.spec.num_perm) as file:
+        began = time.perf_counter()
+        assert index._store.copy_signatures(file, stop) is file
+        assert time.perf_counter() - began < 10
+    assert started[0].returncode == -9  # SIGKILL
+
+
 def test_a_failing_signature_process_is_one_clear_error_and_the_pairs_stay(index_path, monkeypatch):
     pairs = _stored_pairs(index_path)
     monkeypatch.setattr(simindex.store, "_SIGNATURE_PROCESS", "import sys; sys.exit('no luck')")
@@ -203,7 +244,10 @@ def test_a_candidate_without_a_stored_signature_names_the_check(index_path):
     _damage(index_path, f"DELETE FROM signatures WHERE document_id = {document_id}")
     with Index.open(index_path) as index, pytest.raises(DatabaseError) as raised:
         index.find_pairs(full=True)
-    assert "have no stored signature: run `simindex check`" in str(raised.value)
+    message = str(raised.value)
+    assert message.endswith(
+        f"have no stored signature (the first: id {document_id}): run `simindex check`"
+    )
 
 
 def test_a_signature_of_another_length_is_named_by_the_process(index_path):
@@ -238,7 +282,7 @@ def test_a_full_disk_under_the_signature_file_names_the_temporary_directory(
     pairs = _stored_pairs(index_path)
     full_disk = "def full(*args):\n    raise OSError(errno.ENOSPC, 'No space left on device')\n"
     program = simindex.store._SIGNATURE_PROCESS
-    assert program.count("os.pwrite(") == 3
+    assert program.count("os.pwrite(") == 1
     after_imports = program.index("\n", program.index("import errno")) + 1
     patched = program[:after_imports] + full_disk + program[after_imports:]
     monkeypatch.setattr(
