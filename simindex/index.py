@@ -1066,8 +1066,8 @@ class Index:
         bytes (SQLite's `pairs --full` at 4M, paired: median 3.39 s faster, in 3 of 3 pairs:
         2026-11-29 18:53 UTC). The file holds a signature per id (512 bytes at 128 values:
         2 GB at 4M documents, in the temporary directory)."""
-        in_memory = self._store.dialect == "sqlite" and not self._store.sqlite_file
-        if not full or reader is connection or in_memory:
+        no_file = self._store.dialect == "sqlite" and not self._store.sqlite_file
+        if not full or reader is connection or no_file:
             yield None
             return
         from simindex.signature_file import signature_file

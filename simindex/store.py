@@ -1274,20 +1274,15 @@ class Store:
         UTC). The second process reads the snapshot ``connection`` sees: a writer's, no other
         writer commits until it ends, and it changes no band key. Where no second process
         can start, ``connection`` groups every band."""
-        import subprocess
-        import sys
         import tempfile
 
         even, odd = list(range(0, bands, 2)), list(range(1, bands, 2))
         with tempfile.TemporaryFile() as grouped:
-            try:
-                process = subprocess.Popen(
-                        [sys.executable, "-I", "-c", _GROUPING_PROCESS, path, _BAND_BUCKETS,
-                     str(banding_id), ",".join(map(str, odd))],
-                    stdin=subprocess.DEVNULL, stdout=grouped, stderr=subprocess.PIPE,
-                )  # fmt: skip
-            except OSError:
-                even, process = list(range(bands)), None
+            process = _second_process(
+                _GROUPING_PROCESS, path, _BAND_BUCKETS, grouped, banding_id, ",".join(map(str, odd))
+            )
+            if process is None:
+                even = list(range(bands))
             try:
                 for band in even:
                     result = connection.execute(
@@ -1320,16 +1315,13 @@ class Store:
         process does (see there). Ends early, its file unfilled, once ``stop`` is set; None
         where no process can start."""
         import subprocess
-        import sys
 
         path = self.sqlite_file
-        try:
-            process = subprocess.Popen(
-                [sys.executable, "-I", "-c", _SIGNATURE_PROCESS, path, _ID_SIGNATURES,
-                 str(file.first), str(file.last), str(file.row_bytes), str(SIGNATURE_ROWS)],
-                stdin=subprocess.DEVNULL, stdout=file.fileno(), stderr=subprocess.PIPE,
-            )  # fmt: skip
-        except OSError:
+        process = _second_process(
+            _SIGNATURE_PROCESS, path, _ID_SIGNATURES, file.fileno(),
+            file.first, file.last, file.row_bytes, SIGNATURE_ROWS,
+        )  # fmt: skip
+        if process is None:
             return None
         with process:
             while True:
@@ -2265,11 +2257,11 @@ def run(first, last, row, rows):
         low, high = chunk[0][0], chunk[-1][0]
         if high - low == len(chunk) - 1:
             write(b"".join([signature for _, signature in chunk]), (low - first) * row)
+            written[low - first : high - first + 1] = bytes([1]) * len(chunk)
         else:
             for at, signature in chunk:
                 write(signature, (at - first) * row)
-        for at, _ in chunk:
-            written[at - first] = 1
+                written[at - first] = 1
     write(written, len(written) * row)
 """
     + _PROCESS_END
@@ -2280,6 +2272,23 @@ _ID_SIGNATURES = (
     "SELECT document_id, minhashes FROM signatures "
     "WHERE document_id BETWEEN :first AND :last ORDER BY document_id"
 )
+
+
+def _second_process(program: str, path: str, statement: str, out: Any, *args: object) -> Any:
+    """Start one of a SQLite index's second processes (``program``: _GROUPING_PROCESS or
+    _SIGNATURE_PROCESS) on the file ``path``, with its ``statement`` and arguments, its output
+    into ``out`` (a file or descriptor) and its errors kept for _check_exit: the Popen, or None
+    where no process can start."""
+    import subprocess
+    import sys
+
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-I", "-c", program, path, statement, *map(str, args)],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE,
+        )  # fmt: skip
+    except OSError:
+        return None
 
 
 def _check_exit(code: int, said: bytes, did: str) -> None:
