@@ -33,12 +33,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pipeline import finish  # noqa: E402 (the sibling scripts)
 
-import simindex.candidates  # noqa: E402
+import simindex.pipeline.candidates  # noqa: E402
 from simindex import Index  # noqa: E402
-from simindex.candidates import Candidates, collect  # noqa: E402
-from simindex.cluster import components  # noqa: E402
 from simindex.index import ESTIMATED_PAIRS  # noqa: E402
-from simindex.minhash import estimate_jaccard, estimate_rows  # noqa: E402
+from simindex.pipeline.candidates import Candidates, collect  # noqa: E402
+from simindex.pipeline.cluster import components  # noqa: E402
+from simindex.pipeline.minhash import estimate_jaccard, estimate_rows  # noqa: E402
 from simindex.store import display_url  # noqa: E402
 
 # How many of the last slices' documents a signature cache would keep, for reads_kept.
@@ -120,9 +120,12 @@ def main() -> None:
         del component
         ordered = reads(candidates(index).blocks())
         grouped = reads(candidates(index).by_component())
-        table_span, simindex.candidates.TABLE_SPAN = simindex.candidates.TABLE_SPAN, 0
+        table_span, simindex.pipeline.candidates.TABLE_SPAN = (
+            simindex.pipeline.candidates.TABLE_SPAN,
+            0,
+        )
         searched = reads(candidates(index).by_component())
-        simindex.candidates.TABLE_SPAN = table_span
+        simindex.pipeline.candidates.TABLE_SPAN = table_span
         kept = {k: reads_kept(candidates(index).by_component(), k) for k in KEPT_SLICES}
         estimates = estimate_seconds(candidates(index).by_component(), index.spec.num_perm)
     started = datetime.now(UTC)

@@ -112,7 +112,7 @@ def part(name: str, corpus: str, url: str) -> str:
     """Run one part on the index at ``url``; what it counted."""
     from simindex import Index
     from simindex.cli import _kept, _records_of
-    from simindex.writers import write_records
+    from simindex.io.writers import write_records
 
     if name == "dedup":
         return timed_dedup(corpus, url)

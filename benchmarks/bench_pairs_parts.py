@@ -42,7 +42,7 @@ from bench_pipeline import DEFAULT_PG, corpus_name, corpus_path, finish  # noqa:
 from bench_scale import SEED, SIMINDEX, Database, in_child, run_step  # noqa: E402
 
 from simindex import Index  # noqa: E402
-from simindex.candidates import Candidates  # noqa: E402
+from simindex.pipeline.candidates import Candidates  # noqa: E402
 from simindex.signature_file import SignatureFile  # noqa: E402
 
 # Session settings as Store.iter_buckets sets them (a streaming GroupAggregate on the key).

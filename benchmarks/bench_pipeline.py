@@ -18,7 +18,7 @@ For each corpus it measures, every step in a fresh Python subprocess (so the pea
   * rensa 0.5 in memory: the same shingles, ``RMinHash.from_token_sets``, ``RMinHashLSH`` with
     20 bands x 5 rows (rensa needs num_perm divisible by the bands, so num_perm = 100: the same
     100 hashes that 20 x 5 uses out of 128), ``query_all``, estimate >= 0.8 as verification;
-  * recall against the exact all-pairs ground truth (``simindex.exact.similar_pairs`` on the
+  * recall against the exact all-pairs ground truth (``simindex.pipeline.exact.similar_pairs`` on the
     same shingles), cached per corpus in benchmarks/data/.
 
 Corpora: Reuters-21578 ("text", empty texts skipped), and N-document corpora generated from it
@@ -246,7 +246,7 @@ def batched(items, size: int) -> Iterator[list]:
 
 
 def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
-    """Exact pairs with Jaccard >= THRESHOLD (simindex.exact.similar_pairs), saved as .npz.
+    """Exact pairs with Jaccard >= THRESHOLD (simindex.pipeline.exact.similar_pairs), saved as .npz.
 
     similar_pairs needs ~120 bytes per shingle (9 GiB for 100k documents), so a corpus of more
     than ``max_shingles`` shingles is joined in windows by set size, which is still exact:
@@ -256,9 +256,9 @@ def step_truth(corpus: str, out: str, max_shingles: int) -> dict:
     each pair at least once (prefix filtering is exact for any token order).
     """
     from simindex import SignatureSpec, normalize, shingle_sets
-    from simindex.exact import similar_pairs
-    from simindex.shingle import ShingleSets
-    from simindex.verify import exact_jaccard
+    from simindex.pipeline.exact import similar_pairs
+    from simindex.pipeline.shingle import ShingleSets
+    from simindex.pipeline.verify import exact_jaccard
 
     started = time.perf_counter()
     spec = SignatureSpec()
@@ -567,8 +567,8 @@ def step_warmup() -> dict:
     stamp that tells later commands so), or the first timed command compiles it."""
     import simindex
     from simindex import Index, SignatureSpec, normalize, shingle_sets
-    from simindex.exact import similar_pairs
-    from simindex.kernels import compile_kernels, kernels_cached
+    from simindex.pipeline.exact import similar_pairs
+    from simindex.pipeline.kernels import compile_kernels, kernels_cached
 
     started = time.perf_counter()
     if not kernels_cached():
@@ -1335,7 +1335,7 @@ def corpus_section(res: dict) -> str:
     t = res.get("truth", {})
     if "pairs" in t:
         truth = (
-            f"Exact ground truth (`simindex.exact.similar_pairs`, same 5-gram shingles): "
+            f"Exact ground truth (`simindex.pipeline.exact.similar_pairs`, same 5-gram shingles): "
             f"{t['pairs']:,} pairs with J ≥ 0.8, {t['pairs_085']:,} with J ≥ 0.85"
         )
         if "seconds" in t:

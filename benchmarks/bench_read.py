@@ -1,4 +1,4 @@
-"""Benchmark: reading a .jsonl.gz corpus, inflated by ISA-L (what simindex.readers does) or by
+"""Benchmark: reading a .jsonl.gz corpus, inflated by ISA-L (what simindex.io.readers does) or by
 zlib (Python's gzip module), and the whole of readers.read_documents (inflate, JSON, checks).
 
 CPU seconds of this process, median of --repeat runs, on bench_pipeline.py's generated
@@ -26,7 +26,7 @@ from isal import igzip
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_pipeline import DATA, finish  # noqa: E402 (the sibling script)
 
-from simindex.readers import read_documents  # noqa: E402
+from simindex.io.readers import read_documents  # noqa: E402
 
 DEFAULT_CORPUS = DATA / "gen100000_seed20240601_v2.jsonl.gz"
 

@@ -233,8 +233,8 @@ def planted_truth(corpus: Path) -> Path:
     cache = corpus.with_name(corpus.name.removesuffix(".jsonl.gz") + "_planted.npz")
     if not cache.exists():
         from simindex import SignatureSpec
-        from simindex.shingle import normalize_batch, shingle_sets
-        from simindex.verify import exact_jaccard
+        from simindex.pipeline.shingle import normalize_batch, shingle_sets
+        from simindex.pipeline.verify import exact_jaccard
 
         texts, copy, source = [], [], []
         with gzip.open(corpus, "rt", encoding="utf-8") as f:

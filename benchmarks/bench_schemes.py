@@ -36,13 +36,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_pipeline as pipeline  # noqa: E402
 
 from simindex import SignatureSpec, band_keys, estimate_jaccard, normalize, shingle_sets  # noqa: E402
-from simindex import banding as lsh  # noqa: E402
-from simindex.candidates import collect, group_keys  # noqa: E402
-from simindex.exact import similar_pairs  # noqa: E402
-from simindex.minhash import signatures  # noqa: E402
-from simindex.shingle import ShingleSets  # noqa: E402
+from simindex.pipeline import banding as lsh  # noqa: E402
+from simindex.pipeline.candidates import collect, group_keys  # noqa: E402
+from simindex.pipeline.exact import similar_pairs  # noqa: E402
+from simindex.pipeline.minhash import signatures  # noqa: E402
+from simindex.pipeline.shingle import ShingleSets  # noqa: E402
+from simindex.pipeline.verify import exact_jaccard  # noqa: E402
 from simindex.spec import SCHEMES  # noqa: E402
-from simindex.verify import exact_jaccard  # noqa: E402
 
 NUM_PERM = 128
 BINS = np.round(np.arange(0, 1.01, 0.1), 1)

@@ -45,8 +45,8 @@ from datasketch import MinHash
 from rensa import RMinHash
 
 from simindex import SignatureSpec, estimate_jaccard, normalize, shingle_sets, signatures
-from simindex.minhash import sign
-from simindex.shingle import normalize_batch
+from simindex.pipeline.minhash import sign
+from simindex.pipeline.shingle import normalize_batch
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "reuters21578.jsonl.gz"

@@ -51,9 +51,9 @@ LOAD_ONE_KERNEL = """
 from simindex import cli
 cli.process_settings()
 import numpy as np
-from simindex.kernels import without_blas
+from simindex.pipeline.kernels import without_blas
 with without_blas():
-    from simindex.cluster import flatten
+    from simindex.pipeline.cluster import flatten
     flatten(np.arange(2))
 """
 

@@ -20,14 +20,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 if TYPE_CHECKING:
-    from simindex.banding import (
-        approx_threshold,
-        band_keys,
-        candidate_probability,
-        similarity_at,
-        tune,
-        tune_threshold,
-    )
     from simindex.errors import LowRecallWarning, SimindexError
     from simindex.index import (
         AddResult,
@@ -39,8 +31,16 @@ if TYPE_CHECKING:
         Removal,
         StoredDocument,
     )
-    from simindex.minhash import estimate_jaccard, signatures
-    from simindex.shingle import normalize, shingle_sets
+    from simindex.pipeline.banding import (
+        approx_threshold,
+        band_keys,
+        candidate_probability,
+        similarity_at,
+        tune,
+        tune_threshold,
+    )
+    from simindex.pipeline.minhash import estimate_jaccard, signatures
+    from simindex.pipeline.shingle import normalize, shingle_sets
     from simindex.spec import SignatureSpec
 
 _MODULES = {
@@ -55,16 +55,16 @@ _MODULES = {
     "StoredDocument": "index",
     "SignatureSpec": "spec",
     "SimindexError": "errors",
-    "approx_threshold": "banding",
-    "band_keys": "banding",
-    "candidate_probability": "banding",
-    "estimate_jaccard": "minhash",
-    "normalize": "shingle",
-    "shingle_sets": "shingle",
-    "signatures": "minhash",
-    "similarity_at": "banding",
-    "tune": "banding",
-    "tune_threshold": "banding",
+    "approx_threshold": "pipeline.banding",
+    "band_keys": "pipeline.banding",
+    "candidate_probability": "pipeline.banding",
+    "estimate_jaccard": "pipeline.minhash",
+    "normalize": "pipeline.shingle",
+    "shingle_sets": "pipeline.shingle",
+    "signatures": "pipeline.minhash",
+    "similarity_at": "pipeline.banding",
+    "tune": "pipeline.banding",
+    "tune_threshold": "pipeline.banding",
 }
 __all__ = [
     "AddResult",

@@ -47,8 +47,8 @@ from simindex.defaults import (
     application_name,
 )
 from simindex.errors import InputError, LowRecallWarning, ParameterError, SimindexError
-from simindex.outputs import atomic_output, check_outputs, scratch_directory
-from simindex.readers import (
+from simindex.io.outputs import atomic_output, check_outputs, scratch_directory
+from simindex.io.readers import (
     DEFAULT_MAX_CHARS,
     detect_format,
     expand_inputs,
@@ -57,13 +57,13 @@ from simindex.readers import (
     record_id,
     spool_stdin,
 )
-from simindex.writers import output_format, write_records
+from simindex.io.writers import output_format, write_records
 
 # numba, NumPy, SQLAlchemy and psycopg load inside the commands that need them, so --help
 # and --version start fast (see benchmarks/bench_startup.py).
 if TYPE_CHECKING:
-    from simindex.evaluate import CandidateEstimate, Evaluation
     from simindex.index import Index, Match, Removal
+    from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
 
 app = typer.Typer(
     help="A persistent near-duplicate index: MinHash LSH in SQLite or PostgreSQL.",
@@ -282,7 +282,7 @@ def _open(db: str | None, **options: Any) -> Index:
 
 def _compile_once() -> None:
     """On the first run after install or upgrade, compile the kernels, and say so."""
-    from simindex.kernels import compile_kernels, kernels_cached
+    from simindex.pipeline.kernels import compile_kernels, kernels_cached
 
     if kernels_cached():
         return
@@ -302,11 +302,11 @@ def user_errors(function: F, *, spark: bool = False) -> F:
     pyarrow imports pandas, where it is installed, on its first ``pa.array()``, which only the
     Spark commands need (``spark=True`` keeps it); Alembic's templates (mako) import pygments
     to highlight their errors. Start-up times: benchmarks/bench_startup.py. LLVM's code is
-    unmapped after numba has loaded the kernels (see simindex.kernels.llvm_code_released)."""
+    unmapped after numba has loaded the kernels (see simindex.pipeline.kernels.llvm_code_released)."""
 
     @functools.wraps(function)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from simindex.kernels import llvm_code_released, without_blas, without_modules
+        from simindex.pipeline.kernels import llvm_code_released, without_blas, without_modules
 
         application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
         unused = ("pygments",) if spark else ("pygments", "pandas")
@@ -818,7 +818,7 @@ def dedup(
     paths = expand_inputs([input_file])
     dropped = dropped or f"{output.removesuffix('.gz')}.dropped.csv"
     from simindex.index import Index
-    from simindex.kernels import release_code
+    from simindex.pipeline.kernels import release_code
     from simindex.spec import SignatureSpec
 
     logged = [error_log] if on_error is Policy.skip else []
@@ -988,7 +988,7 @@ def _indexed_alike(
 ) -> set[str]:
     """Ids of the input that the index already holds with the same normalized text: a
     re-run of a dedup --db interrupted between its transactions, not a conflict."""
-    from simindex.shingle import content_hash, normalize
+    from simindex.pipeline.shingle import content_hash, normalize
 
     documents = (d for path in paths for d in read(path, on_error=_ignore))
     alike: set[str] = set()
@@ -1183,7 +1183,7 @@ def reband(
     yes: Yes = False,
 ) -> None:
     """Build a new banding from the stored signatures (no text is re-read)."""
-    from simindex import banding as lsh
+    from simindex.pipeline import banding as lsh
 
     with _open(db, schema=schema, lock_timeout=lock_timeout) as index:
         if drop_old:
@@ -1413,7 +1413,7 @@ def tune(
     schema: Schema = None,
 ) -> None:
     """Choose bands x rows for a threshold, or for targets at a low and a high similarity."""
-    from simindex import banding as lsh
+    from simindex.pipeline import banding as lsh
 
     num_perm = _tune_num_perm(db, schema, num_perm)
     targets = (low, p_low, high, p_high)
@@ -1630,7 +1630,7 @@ def spark_ingest(
 
 def _describe_index(index: Index) -> None:
     """What a new index is: how it signs, its banding (and if it completed a half-created one)."""
-    from simindex import banding as lsh
+    from simindex.pipeline import banding as lsh
 
     if index.completed_half_created:
         err.print(

@@ -30,9 +30,6 @@ import numpy as np
 import sqlalchemy as sa
 from sqlalchemy import Connection
 
-from simindex import banding as lsh
-from simindex import migrate
-from simindex.chunking import ahead, spans
 from simindex.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_BUCKET_SIZE,
@@ -51,8 +48,10 @@ from simindex.errors import (
     SimindexError,
     SpecMismatchError,
 )
-from simindex.readers import DEFAULT_MAX_CHARS, document_problem
-from simindex.runs import pair_documents
+from simindex.io.readers import DEFAULT_MAX_CHARS, document_problem
+from simindex.pipeline import banding as lsh
+from simindex.pipeline.chunking import ahead, spans
+from simindex.pipeline.runs import pair_documents
 from simindex.spec import SignatureSpec
 from simindex.store import (
     DEFAULT_LOCK_TIMEOUT,
@@ -62,17 +61,18 @@ from simindex.store import (
     create_engine,
     database_url,
     display_url,
+    migrate,
 )
 
 # The pipeline's modules compile numba kernels: they load inside the methods that run them,
 # so commands that only read the database (stats, show, export) start without numba.
 if TYPE_CHECKING:
-    from simindex.candidates import Candidates
-    from simindex.cluster import Rule
-    from simindex.evaluate import CandidateEstimate, Evaluation
-    from simindex.shingle import ShingleSets
+    from simindex.pipeline.candidates import Candidates
+    from simindex.pipeline.cluster import Rule
+    from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
+    from simindex.pipeline.shingle import ShingleSets
+    from simindex.pipeline.verify import Profiles
     from simindex.signature_file import SignatureFile
-    from simindex.verify import Profiles
 
 log = logging.getLogger("simindex")
 # Signatures per chunk of reband()'s one pass over them, times its bands: band key rows per
@@ -554,7 +554,7 @@ class Index:
         shingle sets; signing without them is faster (see minhash.sign)."""
         import pyarrow as pa
 
-        from simindex import stages
+        from simindex.pipeline import stages
 
         external_ids, texts, metadata = _unpack_documents(documents, max_chars)
         arrow = pa.RecordBatch.from_pydict(
@@ -610,7 +610,7 @@ class Index:
             result.replaced.extend(replaced)
 
         if find_duplicates is not None and active is not None:
-            from simindex.verify import Profiles
+            from simindex.pipeline.verify import Profiles
 
             profiles = Profiles(batch.signatures, batch.sets)
             found = self._duplicates_of_new(
@@ -701,8 +701,8 @@ class Index:
         threshold: float,
     ) -> dict[str, list[Match]]:
         """Matches of each new document among indexed documents and earlier new ones."""
-        from simindex.candidates import bucket_pairs, group_keys
-        from simindex.verify import compare
+        from simindex.pipeline.candidates import bucket_pairs, group_keys
+        from simindex.pipeline.verify import compare
 
         query_rows, doc_ids = self._store.lookup(connection, banding_id, keys)
         stored_ids = np.unique(doc_ids)
@@ -752,9 +752,9 @@ class Index:
 
     def _text_profile(self, text: str) -> Profiles:
         """The signature (and shingle set, when text is kept) of a query text."""
-        from simindex.minhash import signatures
-        from simindex.shingle import normalize, shingle_sets
-        from simindex.verify import Profiles
+        from simindex.pipeline.minhash import signatures
+        from simindex.pipeline.shingle import normalize, shingle_sets
+        from simindex.pipeline.verify import Profiles
 
         normalized = normalize(text)
         if not normalized:
@@ -791,7 +791,7 @@ class Index:
         max_bucket_size: int,
         exclude: int | None,
     ) -> list[Match]:
-        from simindex.verify import compare, estimate_floor
+        from simindex.pipeline.verify import compare, estimate_floor
 
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if max_bucket_size < 1:
@@ -827,7 +827,7 @@ class Index:
         external id and text are read, in one statement, into ``found``; one deleted (or
         replaced, which gives it a new id) since the lookup is left out, and the answer is then
         not complete."""
-        from simindex.minhash import estimate_rows, unpack
+        from simindex.pipeline.minhash import estimate_rows, unpack
 
         ids = np.array(sorted(found), dtype=np.int64)
         if not ids.size:
@@ -882,7 +882,7 @@ class Index:
     ) -> tuple[np.ndarray, list[str] | None, list[str]]:
         """The stored signatures, texts (None when not kept) and external ids of document
         ids, in their order, fetched in chunks of about VERIFY_TEXT_BYTES of text."""
-        from simindex.minhash import unpack
+        from simindex.pipeline.minhash import unpack
 
         signatures, texts, names = [np.empty((0, self.spec.num_perm), np.uint32)], [], []
         sizes = self._document_bytes(connection, ids)
@@ -898,9 +898,9 @@ class Index:
         self, ids: np.ndarray, rows: Mapping[int, tuple[str | None, str | None, bytes]]
     ) -> tuple[Profiles, list[str]]:
         """Profiles of documents from their stored rows (see Store.documents_of)."""
-        from simindex.minhash import unpack
-        from simindex.shingle import normalize_batch, shingle_sets
-        from simindex.verify import Profiles
+        from simindex.pipeline.minhash import unpack
+        from simindex.pipeline.shingle import normalize_batch, shingle_sets
+        from simindex.pipeline.verify import Profiles
 
         sigs = unpack([rows[int(i)][2] for i in ids], self.spec.num_perm)
         names = [rows[int(i)][0] for i in ids]
@@ -998,7 +998,7 @@ class Index:
         """Collect the candidate pairs of ``buckets`` (only those with a document above id
         ``since``, if given), verify and store them; the candidates are freed on return,
         before the clusters are rebuilt."""
-        from simindex.candidates import collect
+        from simindex.pipeline.candidates import collect
 
         with (
             self._signature_reader(connection) as reader,
@@ -1188,8 +1188,8 @@ class Index:
         looks both up at once.
         `pairs --full` at 4M documents 242.5 s before the signatures were read ahead, 156.4 s
         after (benchmarks/RESULTS.md, 2026-11-24 16:47 UTC)."""
-        from simindex.minhash import estimate_rows
-        from simindex.verify import estimate_floor
+        from simindex.pipeline.minhash import estimate_rows
+        from simindex.pipeline.verify import estimate_floor
 
         floor = estimate_floor(threshold, self.spec.num_perm)
 
@@ -1240,8 +1240,8 @@ class Index:
         exact), by verify.verified: what stages.verify computes, without Arrow, whose
         libraries stay resident once loaded (tests/cli/test_cli_startup.py,
         test_dedup_unmaps_pyarrow_before_it_finds_pairs); no database work."""
-        from simindex.shingle import normalize_utf8
-        from simindex.verify import verified
+        from simindex.pipeline.shingle import normalize_utf8
+        from simindex.pipeline.verify import verified
 
         ids, signatures, texts = documents
         normalized = None if texts is None else normalize_utf8(*texts)
@@ -1251,7 +1251,7 @@ class Index:
         self, connection: Connection, a: np.ndarray, b: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """(estimated, exact or None) Jaccard of the stored documents a[i] and b[i]."""
-        from simindex.verify import compare
+        from simindex.pipeline.verify import compare
 
         ids = pair_documents(a, b)
         profiles, _ = self._profiles(connection, ids)
@@ -1313,7 +1313,7 @@ class Index:
         """Group the stored pairs with similarity >= threshold into connected components,
         stored as clusters named by their representative (``rule``: earliest or longest).
         Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date."""
-        from simindex.cluster import RULES
+        from simindex.pipeline.cluster import RULES
 
         threshold = self.threshold if threshold is None else _check_threshold(threshold)
         if rule not in RULES:
@@ -1353,7 +1353,7 @@ class Index:
         self, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, rule: Rule
     ) -> tuple[np.ndarray, np.ndarray]:
         """(documents, their cluster ids) of the components of the edges (doc_a, doc_b)."""
-        from simindex.cluster import components, representatives
+        from simindex.pipeline.cluster import components, representatives
 
         documents, component = components(doc_a, doc_b)
         counts = self._store.shingle_counts_of(connection, documents) if rule == "longest" else None
@@ -1736,7 +1736,7 @@ class Index:
         verification at ``threshold`` (default: the index's), and the estimate's error, against the exact
         Jaccard of all pairs >= ``floor`` among ``sample`` random documents (all of them
         when the index holds fewer). Needs stored text. See docs/evaluation.md."""
-        from simindex.evaluate import evaluate as evaluate_sample
+        from simindex.pipeline.evaluate import evaluate as evaluate_sample
 
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")
@@ -1765,8 +1765,8 @@ class Index:
     ) -> list[CandidateEstimate]:
         """How many candidate pairs each (bands, rows) would make on this index's documents,
         from the stored signatures of ``sample`` random documents (see
-        simindex.evaluate.estimate_candidates): the cost of recall, before re-banding."""
-        from simindex.evaluate import estimate_candidates
+        simindex.pipeline.evaluate.estimate_candidates): the cost of recall, before re-banding."""
+        from simindex.pipeline.evaluate import estimate_candidates
 
         if sample < 2:
             raise ParameterError(f"sample must be at least 2 documents, got {sample}")

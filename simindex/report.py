@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simindex.banding import DEFAULT_RECALL, candidate_probability, similarity_at
-from simindex.candidates import DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import InputError, SimindexError
-from simindex.evaluate import BIN_WIDTH, Evaluation
+from simindex.pipeline.banding import DEFAULT_RECALL, candidate_probability, similarity_at
+from simindex.pipeline.candidates import DEFAULT_MAX_BUCKET_SIZE
+from simindex.pipeline.evaluate import BIN_WIDTH, Evaluation
 from simindex.spec import SignatureSpec
 from simindex.store import display_url
 

@@ -74,7 +74,9 @@ class SignatureSpec:
 
         Drawn in order a_0, b_0, a_1, b_1, ... from splitmix64 started at ``seed``.
         """
-        from simindex.hashing import splitmix64_stream  # numba: only where signing needs it
+        from simindex.pipeline.hashing import (
+            splitmix64_stream,  # numba: only where signing needs it
+        )
 
         stream = splitmix64_stream(self.seed, 2 * self.num_perm)
         return stream[0::2] | np.uint64(1), stream[1::2]
@@ -82,7 +84,7 @@ class SignatureSpec:
     @cached_property
     def bin_keys(self) -> tuple[np.uint64, np.uint64]:
         """v2's two keys: the first two splitmix64 outputs from ``seed`` (bin hash, densification)."""
-        from simindex.hashing import splitmix64_stream
+        from simindex.pipeline.hashing import splitmix64_stream
 
         bin_key, densify_key = splitmix64_stream(self.seed, 2)
         return bin_key, densify_key

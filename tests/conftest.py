@@ -112,7 +112,7 @@ def reuters() -> list[tuple[str, str]]:
 # Compiles every kernel in a fresh interpreter, from an empty cache as after install; prints
 # whether the cache then holds them all, and how many there are.
 COMPILE_FROM_EMPTY = """
-from simindex import kernels
+from simindex.pipeline import kernels
 assert not kernels.kernels_cached()
 kernels.compile_kernels()
 print(kernels.kernels_cached(), len(list(kernels._kernels())))
@@ -133,7 +133,7 @@ def first_compile() -> None:
     compiled as after install, in a fresh interpreter, before any test: the suite then uses
     that cache, and tests/cli/test_cli_startup.py checks that compile instead of making
     another (a minute and more on 2 cores)."""
-    from simindex import kernels
+    from simindex.pipeline import kernels
 
     if not kernels.kernels_cached():
         FIRST_COMPILE["result"] = compile_from_empty(dict(os.environ))

@@ -64,7 +64,7 @@ END
 $$;
 """
 
-# (band, key) of one signature, as simindex.banding.band_keys computes them (4 is
+# (band, key) of one signature, as simindex.pipeline.banding.band_keys computes them (4 is
 # hashing.TAG_BAND_KEY). ROWS tells the planner to expect few rows (a bad guess there turns
 # the look-ups into a scan); the search_path of the index's schema (--schema) finds
 # simindex_mix64 whatever the caller's search_path.

@@ -1,4 +1,4 @@
-"""simindex on Apache Spark: the same stages as the library (simindex.stages), run by Spark.
+"""simindex on Apache Spark: the same stages as the library (simindex.pipeline.stages), run by Spark.
 
 Needs the ``spark`` extra (``pip install 'simindex[spark]'``): pyspark, and pandas, which
 pyspark's Arrow functions require. In a notebook::

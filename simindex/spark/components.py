@@ -1,10 +1,10 @@
 """Connected components of a Spark DataFrame of edges: the duplicate clusters of the pairs.
 
 Two ways, one answer (every document on an edge, labelled with the smallest document of its
-component, as :func:`simindex.cluster.components` labels it):
+component, as :func:`simindex.pipeline.cluster.components` labels it):
 
 * up to ``max_driver_edges`` edges (default 10^8: 16 bytes an edge, 1.6 GB), the edges are
-  collected to the driver and joined by simindex.cluster's union-find;
+  collected to the driver and joined by simindex.pipeline.cluster's union-find;
 * above, in the engine by alternating large-star and small-star rounds (Kiveris, Lattanzi,
   Mirrokni, Rastogi, Vassilvitskii: "Connected Components in MapReduce and Beyond", SoCC
   2014), O(log^2 n) rounds; each round's edges are checkpointed, so the plan (and a
@@ -43,10 +43,10 @@ def components(
 
 
 def _on_driver(edges: DataFrame) -> DataFrame:
-    """simindex.cluster's union-find on the collected edges."""
+    """simindex.pipeline.cluster's union-find on the collected edges."""
     import pyarrow as pa
 
-    from simindex.cluster import components as union_find
+    from simindex.pipeline.cluster import components as union_find
 
     table = edges.toArrow()
     documents, component = union_find(

@@ -1,6 +1,6 @@
 """Build or extend a PostgreSQL index from a Spark DataFrame: ``simindex spark ingest``.
 
-Each task signs its partition with :func:`simindex.stages.sign` (what ``Index.add`` runs)
+Each task signs its partition with :func:`simindex.pipeline.stages.sign` (what ``Index.add`` runs)
 and loads the documents, signatures and band keys of every complete banding by binary COPY
 from the task, through psycopg, into staging tables (store.StagedLoad): one transaction per
 partition, which a retried or speculative attempt of the partition finds done and skips, so
@@ -31,7 +31,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from simindex import stages
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT
 from simindex.errors import (
     DuplicateIdError,
@@ -41,7 +40,8 @@ from simindex.errors import (
     SimindexError,
 )
 from simindex.index import Index
-from simindex.readers import DEFAULT_MAX_CHARS, record_metadata
+from simindex.io.readers import DEFAULT_MAX_CHARS, record_metadata
+from simindex.pipeline import stages
 from simindex.spec import SignatureSpec
 from simindex.store import StagedLoad, Store, create_engine, database_url
 

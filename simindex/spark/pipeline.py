@@ -1,12 +1,12 @@
 """Near-duplicate removal on Spark: ``simindex dedup``'s pipeline, stage for stage, with
-simindex.stages doing the work inside the tasks.
+simindex.pipeline.stages doing the work inside the tasks.
 
     documents --sign (mapInArrow: stages.sign)--> signatures and band keys
     band keys --explode, shuffle by (band, key)--> buckets
     buckets --pairs per bucket (mapInArrow: stages.bucket_pairs, the hot-bucket rule)--> candidates
     candidates --distinct, join both documents (text, signature)--> stages.verify --> pairs
     pairs --connected components (simindex.spark.components)--> clusters
-    clusters --representative by the keep rule (simindex.cluster.representatives)--> kept, dropped
+    clusters --representative by the keep rule (simindex.pipeline.cluster.representatives)--> kept, dropped
 
 The same stages make the same pairs and clusters as :class:`simindex.Index` on the same
 input (``find_pairs``, then ``cluster``), by construction. A document's number ``doc`` orders
@@ -117,7 +117,7 @@ def dedup(
     (partition by partition; the numbering is persisted for the run), "longest" the one
     with the most distinct shingles (ties to the earliest). ``exact``: verify candidates by
     exact Jaccard of the texts, or by the signatures' estimate. Bad rows (a null or empty
-    id, a NUL character ...: simindex.readers.document_problem), empty texts and repeated ids
+    id, a NUL character ...: simindex.io.readers.document_problem), empty texts and repeated ids
     are errors or left out as ``on_error``, ``on_empty`` (left out = kept unindexed) and
     ``on_duplicate`` say. Raises InputError (or a subclass) and ParameterError.
     """
@@ -183,7 +183,7 @@ def dedup_files(
     ``out/problems/``: Parquet, or JSON lines with ``output_format="jsonl"``. On an error
     nothing is left in ``out``.
     """
-    from simindex.outputs import check_outputs
+    from simindex.io.outputs import check_outputs
     from simindex.spark.read import read_files
     from simindex.spark.session import session
 
@@ -268,8 +268,8 @@ class _Run:
     ):
         from pyspark import StorageLevel
 
-        from simindex.banding import banding_for
-        from simindex.cluster import RULES
+        from simindex.pipeline.banding import banding_for
+        from simindex.pipeline.cluster import RULES
 
         if not 0 < threshold <= 1:
             raise ParameterError(f"threshold must be within (0, 1], got {threshold}")
@@ -376,7 +376,7 @@ class _Run:
         max_bucket_size = self.max_bucket_size
 
         def pairs_of(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-            from simindex import stages
+            from simindex.pipeline import stages
 
             for batch in batches:
                 yield stages.bucket_pairs(batch, max_bucket_size)
@@ -555,7 +555,7 @@ def sign_batch(batch: pa.RecordBatch, spec: SignatureSpec, bands: int, rows: int
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from simindex import stages
+    from simindex.pipeline import stages
 
     signed = stages.sign(
         pa.RecordBatch.from_arrays([batch.column("id"), batch.column("text")], ["id", "text"]),
@@ -595,11 +595,11 @@ def sign_batch(batch: pa.RecordBatch, spec: SignatureSpec, bands: int, rows: int
 
 def _stored_signatures(signatures: pa.Array) -> pa.Array:
     """A fixed_size_list<uint32> column as binary: each row's values as stored
-    (simindex.minhash.pack: little-endian uint32), null where the row is null."""
+    (simindex.pipeline.minhash.pack: little-endian uint32), null where the row is null."""
     import numpy as np
     import pyarrow as pa
 
-    from simindex.minhash import SIGNATURE_DTYPE
+    from simindex.pipeline.minhash import SIGNATURE_DTYPE
 
     width = signatures.type.list_size * 4
     values = signatures.values.to_numpy()
@@ -625,8 +625,8 @@ def _verify_batch(
     import numpy as np
     import pyarrow as pa
 
-    from simindex import stages
-    from simindex.minhash import unpack
+    from simindex.pipeline import stages
+    from simindex.pipeline.minhash import unpack
 
     ids = np.concatenate((batch.column("doc_a").to_numpy(), batch.column("doc_b").to_numpy()))
     unique, first = np.unique(ids, return_index=True)
@@ -645,12 +645,12 @@ def _verify_batch(
 
 
 def _representatives(labelled: DataFrame, keep: Keep) -> DataFrame:
-    """simindex.cluster.representatives per component: ``doc``, ``representative``."""
+    """simindex.pipeline.cluster.representatives per component: ``doc``, ``representative``."""
 
     def choose(table: pa.Table) -> pa.Table:
         import pyarrow as pa
 
-        from simindex.cluster import representatives
+        from simindex.pipeline.cluster import representatives
 
         documents = table.column("doc").to_numpy()
         chosen = representatives(
@@ -691,7 +691,7 @@ def _write_records(
     text_field: str,
 ) -> int:
     """Write the records (their ``record`` JSON with ``text``, plus ``representative`` and
-    ``similarity`` when the frame has them) with simindex.writers, one file per partition,
+    ``similarity`` when the frame has them) with simindex.io.writers, one file per partition,
     in input order within each; return how many."""
     directory.mkdir(parents=True, exist_ok=True)
     extra = [c for c in ("representative", "similarity") if c in records.columns]
@@ -702,7 +702,7 @@ def _write_records(
         import pyarrow as pa
         from pyspark import TaskContext
 
-        from simindex.writers import write_records
+        from simindex.io.writers import write_records
 
         def rows() -> Iterator[dict]:
             for batch in batches:

@@ -1,4 +1,4 @@
-"""Input files as a Spark DataFrame of documents, read and validated by simindex.readers.
+"""Input files as a Spark DataFrame of documents, read and validated by simindex.io.readers.
 
 Files are read in Python, with the readers ``ingest`` and ``dedup`` use: the same formats
 (JSON lines, CSV, id<TAB>text, Parquet; gzip and zstd), the same checks
@@ -97,7 +97,7 @@ def parts(
 ) -> list[Part]:
     """The parts the files are read in (see the module docstring), in input order; a Spark
     job counts the lines of the parts of split files."""
-    from simindex.readers import span_size
+    from simindex.io.readers import span_size
 
     if len(paths) > MAX_FILES:
         raise InputError(f"{len(paths):,} input files are more than the {MAX_FILES:,} supported")
@@ -138,7 +138,7 @@ def _size(path: str) -> int:
 
 
 def _count_lines(part: tuple[str, tuple[int, int, int]]) -> int:
-    from simindex.readers import span_lines
+    from simindex.io.readers import span_lines
 
     path, (start, stop, _) = part
     with open(path, "rb") as raw:
@@ -164,7 +164,7 @@ def reader(
     """A task's function from batches of :func:`files` to batches of documents (SCHEMA, as
     :func:`read_files` describes them): to read in the same Python task that goes on with
     the documents, without handing them to Spark in between."""
-    from simindex.readers import DEFAULT_MAX_CHARS
+    from simindex.io.readers import DEFAULT_MAX_CHARS
 
     options = {
         "fmt": fmt,
@@ -190,7 +190,7 @@ def reader(
 def _read_file(
     file: int, path: str, span: tuple[int, int, int] | None, **options
 ) -> Iterator[pa.RecordBatch]:
-    from simindex.readers import read_checked
+    from simindex.io.readers import read_checked
 
     rows: list[tuple] = []
     text_free = {options["text_field"]: None}

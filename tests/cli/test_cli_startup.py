@@ -164,7 +164,7 @@ def test_creating_an_index_spares_alembic_its_highlighting(tmp_path):
 def test_without_blas_lifts_its_block_when_it_ends():
     pytest.importorskip("scipy")
     code = (
-        "from simindex import kernels\n"
+        "from simindex.pipeline import kernels\n"
         "with kernels.without_blas():\n"
         "    try:\n"
         "        import scipy.linalg.cython_blas\n"
@@ -178,7 +178,7 @@ def test_without_blas_lifts_its_block_when_it_ends():
 
 
 def test_a_current_stamp_answers_without_numba(stamped):
-    code = "import sys; from simindex import kernels; print(kernels.kernels_cached(), 'numba' in sys.modules)"
+    code = "import sys; from simindex.pipeline import kernels; print(kernels.kernels_cached(), 'numba' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=stamped
     )
@@ -463,7 +463,7 @@ LLVM_RSS = LIBRARY_RSS + "llvm_rss = lambda: library_rss('libllvmlite')\n"
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise and /proc are Linux's")
 def test_llvm_code_is_unmapped_after_each_compile_inside_the_block():
     code = LLVM_RSS + (
-        "from simindex import kernels\n"
+        "from simindex.pipeline import kernels\n"
         "with kernels.llvm_code_released():\n"
         "    from numba import njit\n"  # numba imported inside the block: the hook installs
         "    assert njit(lambda x: x + 1)(1) == 2\n"

@@ -76,7 +76,7 @@ def test_no_output_may_be_an_input_another_output_or_the_database(tmp_path):
 
 _KILLED_MIDWAY = """
 import json, os, signal, sys, types
-import simindex.writers as writers
+import simindex.io.writers as writers
 from simindex.cli import app
 
 written = 0

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-import simindex.candidates
-import simindex.cluster
-import simindex.runs
+import simindex.pipeline.candidates
+import simindex.pipeline.cluster
+import simindex.pipeline.runs
+import simindex.pipeline.verify
 import simindex.store
-import simindex.verify
 from simindex import Index
-from simindex.chunking import spans
 from simindex.errors import DatabaseError
+from simindex.pipeline.chunking import spans
 
 
 def _stored(index: Index) -> dict[tuple[str, str], float]:
@@ -60,7 +60,7 @@ def test_evaluate_shingling_in_text_chunks_measures_the_same(db_url, news, monke
     with Index.create(db_url, threshold=0.5) as index:
         index.add(news)
         whole = index.evaluate(floor=0.3).to_dict()
-        monkeypatch.setattr("simindex.evaluate.TEXT_CHARS", 1)  # one story a chunk
+        monkeypatch.setattr("simindex.pipeline.evaluate.TEXT_CHARS", 1)  # one story a chunk
         assert index.evaluate(floor=0.3).to_dict() == whole
     assert whole["exact_pairs"] >= 30
 
@@ -175,13 +175,13 @@ def test_collect_merging_as_it_goes_finds_the_distinct_pairs(monkeypatch, spoole
         offsets = np.r_[0, np.cumsum(sizes)]
         members = np.concatenate([rng.choice(60, size, replace=False) for size in sizes])
         chunks.append((members, offsets))  # a bucket holds a document once
-    once = simindex.candidates.collect(chunks)
+    once = simindex.pipeline.candidates.collect(chunks)
     assert once.spool is None
-    monkeypatch.setattr(simindex.candidates, "MERGE_PAIRS", 7)
+    monkeypatch.setattr(simindex.pipeline.candidates, "MERGE_PAIRS", 7)
     if spooled:  # sorted runs of at most ~11 pairs on disk, merged back 2 rows per run
-        monkeypatch.setattr(simindex.candidates, "HELD_PAIRS", 11)
-        monkeypatch.setattr(simindex.candidates, "MERGE_MEMORY", 64 * 2 * 80)
-    merged = simindex.candidates.collect(chunks)
+        monkeypatch.setattr(simindex.pipeline.candidates, "HELD_PAIRS", 11)
+        monkeypatch.setattr(simindex.pipeline.candidates, "MERGE_MEMORY", 64 * 2 * 80)
+    merged = simindex.pipeline.candidates.collect(chunks)
     assert (merged.spool is not None) == spooled and (len(merged.runs) > 20) == spooled
     blocks = list(merged.blocks())
     assert (len(blocks) > 20) == spooled
@@ -215,17 +215,17 @@ def test_candidates_by_component_come_grouped_by_component(monkeypatch, spooled)
         chunks.append((np.concatenate(buckets), offsets))
     if spooled:  # runs of ~11 pairs, and the grouped runs, merged back 2 rows per run;
         # their documents found a few blocks at a time
-        monkeypatch.setattr(simindex.candidates, "MERGE_PAIRS", 7)
-        monkeypatch.setattr(simindex.candidates, "HELD_PAIRS", 11)
-        monkeypatch.setattr(simindex.candidates, "DISTINCT_BATCH", 5)
-        monkeypatch.setattr(simindex.candidates, "MERGE_MEMORY", 32 * 3 * 2 * 40)
-        monkeypatch.setattr(simindex.candidates, "PASS_MEMORY", 32 * 2 * 3 * 40)
-    a, b = simindex.candidates.collect(chunks).arrays()
-    candidates = simindex.candidates.collect(chunks)
+        monkeypatch.setattr(simindex.pipeline.candidates, "MERGE_PAIRS", 7)
+        monkeypatch.setattr(simindex.pipeline.candidates, "HELD_PAIRS", 11)
+        monkeypatch.setattr(simindex.pipeline.candidates, "DISTINCT_BATCH", 5)
+        monkeypatch.setattr(simindex.pipeline.candidates, "MERGE_MEMORY", 32 * 3 * 2 * 40)
+        monkeypatch.setattr(simindex.pipeline.candidates, "PASS_MEMORY", 32 * 2 * 3 * 40)
+    a, b = simindex.pipeline.candidates.collect(chunks).arrays()
+    candidates = simindex.pipeline.candidates.collect(chunks)
     blocks = list(candidates.by_component())
     assert (len(blocks) > 8) == spooled and candidates.spool is None
     pairs = [p for x, y in blocks for p in zip(x.tolist(), y.tolist(), strict=True)]
-    documents, component = simindex.cluster.components(a, b)
+    documents, component = simindex.pipeline.cluster.components(a, b)
     named = dict(zip(documents.tolist(), component.tolist(), strict=True))
     components = [named[x] for x, _ in pairs]
     assert components == sorted(components)  # each component's pairs together, in order
@@ -237,7 +237,7 @@ def test_candidates_by_component_come_grouped_by_component(monkeypatch, spooled)
 
 def test_run_spool_merges_runs_of_three_columns_in_order():
     rng = np.random.default_rng(7)
-    spool, runs, rows = simindex.runs.RunSpool(), [], []
+    spool, runs, rows = simindex.pipeline.runs.RunSpool(), [], []
     for _ in range(5):  # few distinct values: equal rows within and across runs
         run = rng.integers(0, 4, size=(3, 40)) + 2**40
         run = run[:, np.lexsort(run[::-1])]
@@ -261,13 +261,13 @@ def test_run_spool_merges_runs_of_two_columns_in_order(spread):
     """Pairs merge as one packed value when both columns span less than 2**32, else by
     lexsort: the same rows in the same order either way."""
     rng = np.random.default_rng(11)
-    spool, runs, rows = simindex.runs.RunSpool(), [], []
+    spool, runs, rows = simindex.pipeline.runs.RunSpool(), [], []
     for _ in range(4):
         run = rng.integers(0, 4, size=(2, 30)) * (spread // 4) + 2**40
         run = run[:, np.lexsort(run[::-1])]
         runs.append(spool.add(*run))
         rows.extend(zip(*run.tolist(), strict=True))
-    assert (simindex.runs.packed(*np.array(rows).T) is None) == (spread > 2**32)
+    assert (simindex.pipeline.runs.packed(*np.array(rows).T) is None) == (spread > 2**32)
     merged = list(spool.merged(runs, memory=32 * 2 * 4 * 3))  # 3 rows a run at a time
     assert len(merged) > 4
     assert [r for block in merged for r in zip(*[c.tolist() for c in block])] == sorted(rows)
@@ -280,10 +280,10 @@ def test_candidates_spooled_to_disk_give_the_same_pairs(db_url, news, tmp_path, 
         index.add(news)
         whole = index.find_pairs()
         expected = _stored(index)
-    monkeypatch.setattr(simindex.candidates, "HELD_PAIRS", 5)
-    monkeypatch.setattr(simindex.candidates, "DISTINCT_BATCH", 3)
-    monkeypatch.setattr(simindex.candidates, "MERGE_MEMORY", 64 * 3)
-    monkeypatch.setattr(simindex.candidates, "PASS_MEMORY", 64 * 2)
+    monkeypatch.setattr(simindex.pipeline.candidates, "HELD_PAIRS", 5)
+    monkeypatch.setattr(simindex.pipeline.candidates, "DISTINCT_BATCH", 3)
+    monkeypatch.setattr(simindex.pipeline.candidates, "MERGE_MEMORY", 64 * 3)
+    monkeypatch.setattr(simindex.pipeline.candidates, "PASS_MEMORY", 64 * 2)
     with Index.create(db_url, threshold=0.5) as index:
         index.add(news)
         spooled = index.find_pairs()
@@ -356,7 +356,7 @@ def test_documents_and_band_keys_in_tiny_parts_go_in_sorted_and_whole(
 
 def test_pairs_the_estimate_rules_out_are_not_read_and_nothing_is_lost(db_url, news, monkeypatch):
     """With a banding that makes many low-similarity candidates, the signatures' estimate
-    rules most out before their texts are read (simindex.verify.estimate_floor), and the
+    rules most out before their texts are read (simindex.pipeline.verify.estimate_floor), and the
     stored pairs are those of verifying every candidate exactly."""
     read = []
     chunk_documents = Index._chunk_documents
@@ -370,8 +370,8 @@ def test_pairs_the_estimate_rules_out_are_not_read_and_nothing_is_lost(db_url, n
     with Index.create(db_url, threshold=0.8) as index:
         index.add(news)
         index.reband(60, 2)
-        for margin in (simindex.verify.ESTIMATE_MARGIN, 1e9):  # 1e9: no floor, all read
-            monkeypatch.setattr(simindex.verify, "ESTIMATE_MARGIN", margin)
+        for margin in (simindex.pipeline.verify.ESTIMATE_MARGIN, 1e9):  # 1e9: no floor, all read
+            monkeypatch.setattr(simindex.pipeline.verify, "ESTIMATE_MARGIN", margin)
             read.clear()
             report = index.find_pairs(full=True)
             stored = {(p.id_a, p.id_b): p.similarity for p in index.pairs()}

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from simindex import Index, SignatureSpec, normalize, shingle_sets
-from simindex.cluster import components
-from simindex.exact import similar_pairs
+from simindex.pipeline.cluster import components
+from simindex.pipeline.exact import similar_pairs
 
 
 def _clusters(index: Index) -> dict[str, set[str]]:

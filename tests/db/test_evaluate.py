@@ -11,9 +11,9 @@ import pytest
 
 from simindex import Index, SignatureSpec, band_keys, normalize, shingle_sets, signatures
 from simindex.errors import ParameterError, SimindexError
-from simindex.evaluate import wilson_interval
-from simindex.minhash import estimate_jaccard
-from simindex.verify import exact_jaccard
+from simindex.pipeline.evaluate import wilson_interval
+from simindex.pipeline.minhash import estimate_jaccard
+from simindex.pipeline.verify import exact_jaccard
 
 FLOOR = 0.3
 

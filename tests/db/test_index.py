@@ -24,9 +24,9 @@ from simindex.errors import (
     SchemaVersionError,
     SimindexError,
 )
-from simindex.exact import similar_pairs
+from simindex.pipeline.exact import similar_pairs
+from simindex.pipeline.verify import exact_jaccard
 from simindex.store import database_url
-from simindex.verify import exact_jaccard
 
 
 def _pairs(index: Index, threshold: float) -> dict[tuple[str, str], float]:
@@ -139,7 +139,7 @@ def test_a_query_runs_its_kernels_on_the_calling_thread_alone(
     back after each query, a failed one too."""
     import numba
 
-    from simindex import hashing, minhash, shingle, verify
+    from simindex.pipeline import hashing, minhash, shingle, verify
 
     with Index.create(db_url) as index:
         index.add(news)
@@ -172,8 +172,8 @@ def test_a_small_batch_is_signed_and_compared_on_one_thread(
     one thread; a larger batch is signed with all; the count is back after a failure."""
     import numba
 
-    from simindex import hashing, verify
-    from simindex.kernels import SMALL_WORK, threads_for
+    from simindex.pipeline import hashing, verify
+    from simindex.pipeline.kernels import SMALL_WORK, threads_for
 
     docs = [(f"{d[0]}-{i}", f"{d[1]} {i}") for i in range(2) for d in news]
     larger = docs[12 : 13 + SMALL_WORK]

@@ -13,8 +13,8 @@ from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
 from simindex import Index, migrate
-from simindex.schema import metadata
 from simindex.store import create_engine, database_url
+from simindex.store.schema import metadata
 from tests.conftest import REPO
 
 
@@ -75,7 +75,7 @@ def test_the_wheel_carries_the_migrations_and_upgrades_from_outside_the_checkout
         "simindex/migrations/script.py.mako",
     } <= names
     script = (
-        "import simindex, sys; from simindex.store import create_engine; from simindex import migrate;"
+        "import simindex, sys; from simindex.store import create_engine; from simindex.store import migrate;"
         "assert 'site' in simindex.__file__, simindex.__file__;"
         f"engine = create_engine('sqlite:///{tmp_path}/w.db');"
         "connection = engine.connect(); connection.begin();"

@@ -7,9 +7,9 @@ import sqlalchemy as sa
 from alembic import command
 
 from simindex import Index, migrate
-from simindex.banding import band_keys
 from simindex.errors import DatabaseError, DuplicateIdError, InputError
 from simindex.index import upgrade_schema
+from simindex.pipeline.banding import band_keys
 from simindex.store import create_engine, database_url
 
 

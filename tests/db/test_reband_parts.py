@@ -20,10 +20,10 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from simindex import Index
-from simindex import banding as lsh
 from simindex import store as store_module
 from simindex.cli import app
 from simindex.errors import DatabaseError
+from simindex.pipeline import banding as lsh
 from simindex.store import Store
 
 runner = CliRunner()

@@ -9,7 +9,7 @@ import warnings
 import pytest
 
 from simindex import ClusterMember, Index, LowRecallWarning, Pair
-from simindex.banding import candidate_probability
+from simindex.pipeline.banding import candidate_probability
 
 
 def test_pairs_and_clusters_are_typed(db_url, news):

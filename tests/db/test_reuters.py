@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from simindex import Index, SignatureSpec, band_keys, normalize, shingle_sets, signatures
-from simindex.candidates import collect, group_keys
-from simindex.cluster import components
-from simindex.exact import similar_pairs
+from simindex.pipeline.candidates import collect, group_keys
+from simindex.pipeline.cluster import components
+from simindex.pipeline.exact import similar_pairs
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ import pytest
 import sqlalchemy as sa
 
 from simindex import Index
-from simindex.banding import band_keys
 from simindex.errors import LowRecallWarning
-from simindex.minhash import pack
+from simindex.pipeline.banding import band_keys
+from simindex.pipeline.minhash import pack
 from simindex.store import database_url
 from tests.conftest import REPO
 

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simindex.banding import band_keys
-from simindex.minhash import signatures
-from simindex.shingle import content_hash, normalize, shingle_sets
+from simindex.pipeline.banding import band_keys
+from simindex.pipeline.minhash import signatures
+from simindex.pipeline.shingle import content_hash, normalize, shingle_sets
 from simindex.spec import NORMALIZATION, SCHEME_V1, SCHEME_V2, SignatureSpec
 
 VECTOR_FILES = {

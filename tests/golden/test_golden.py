@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from simindex.banding import band_keys
-from simindex.minhash import SIGNATURE_DTYPE, pack, sign, signatures, unpack
-from simindex.shingle import (
+from simindex.pipeline.banding import band_keys
+from simindex.pipeline.minhash import SIGNATURE_DTYPE, pack, sign, signatures, unpack
+from simindex.pipeline.shingle import (
     content_hash,
     normalize,
     normalize_batch,

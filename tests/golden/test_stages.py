@@ -1,7 +1,7 @@
-"""The Arrow stages (simindex.stages) give the library's values: the golden vectors of both
+"""The Arrow stages (simindex.pipeline.stages) give the library's values: the golden vectors of both
 schemes, and byte-equal content hashes, shingle counts, signatures and band keys on random
 Unicode text. Another executor of the stages reuses :func:`check_golden` (given its own way
-of running :func:`simindex.stages.sign`) and :func:`assert_signed_like_library`."""
+of running :func:`simindex.pipeline.stages.sign`) and :func:`assert_signed_like_library`."""
 
 from __future__ import annotations
 
@@ -16,15 +16,15 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from simindex import stages
-from simindex.banding import band_keys
-from simindex.candidates import bucket_pairs, unique_pairs
 from simindex.errors import InputError
-from simindex.minhash import SIGNATURE_DTYPE, signatures
-from simindex.readers import MAX_ID_BYTES, document_problem
-from simindex.shingle import content_hash, normalize, shingle_sets
+from simindex.io.readers import MAX_ID_BYTES, document_problem
+from simindex.pipeline import stages
+from simindex.pipeline.banding import band_keys
+from simindex.pipeline.candidates import bucket_pairs, unique_pairs
+from simindex.pipeline.minhash import SIGNATURE_DTYPE, signatures
+from simindex.pipeline.shingle import content_hash, normalize, shingle_sets
+from simindex.pipeline.verify import Profiles, compare
 from simindex.spec import SignatureSpec
-from simindex.verify import Profiles, compare
 from tests.golden.test_golden import (
     ALL_VECTORS,
     PROPERTY_SETTINGS,

@@ -1,11 +1,11 @@
-"""Connected components in the engine (large-star/small-star) equal simindex.cluster's
+"""Connected components in the engine (large-star/small-star) equal simindex.pipeline.cluster's
 union-find, on random graphs and on the shapes that take the most rounds (long paths)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from simindex.cluster import components as union_find
+from simindex.pipeline.cluster import components as union_find
 from simindex.spark.components import components
 
 

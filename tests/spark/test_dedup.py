@@ -15,7 +15,7 @@ import pytest
 
 import simindex.spark
 from simindex import Index
-from simindex.readers import expand_inputs, read_documents
+from simindex.io.readers import expand_inputs, read_documents
 from tests.cli.test_cli import run
 
 BOILERPLATE = "Subscribe to our newsletter for more news like this."

@@ -11,10 +11,10 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simindex.banding import band_keys
-from simindex.minhash import pack, sign
-from simindex.readers import document_problem
-from simindex.shingle import content_hash, normalize
+from simindex.io.readers import document_problem
+from simindex.pipeline.banding import band_keys
+from simindex.pipeline.minhash import pack, sign
+from simindex.pipeline.shingle import content_hash, normalize
 from simindex.spark.pipeline import SIGNED_SCHEMA, sign_batch
 from simindex.spark.pipeline import sign as spark_sign
 from simindex.spec import SCHEME_V1, SCHEME_V2, SCHEMES, SignatureSpec

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from simindex import banding as lsh
 from simindex.errors import ParameterError
+from simindex.pipeline import banding as lsh
 
 
 @pytest.mark.parametrize(

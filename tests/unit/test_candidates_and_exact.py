@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 
 from simindex import SignatureSpec, shingle_sets
-from simindex.candidates import bucket_pairs, collect, group_keys, positions, unique_pairs
-from simindex.exact import rank_tokens, similar_pairs
-from simindex.shingle import ShingleSets
+from simindex.pipeline.candidates import bucket_pairs, collect, group_keys, positions, unique_pairs
+from simindex.pipeline.exact import rank_tokens, similar_pairs
+from simindex.pipeline.shingle import ShingleSets
+from simindex.pipeline.verify import exact_jaccard
 from simindex.store import _parse_id_arrays
-from simindex.verify import exact_jaccard
 
 
 def test_bucket_pairs_pairs_small_buckets_and_links_hot_ones():

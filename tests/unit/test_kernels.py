@@ -1,12 +1,12 @@
-"""Every numba kernel releases the GIL, so database threads run beside it (simindex.kernels)."""
+"""Every numba kernel releases the GIL, so database threads run beside it (simindex.pipeline.kernels)."""
 
 import threading
 import time
 
 import numpy as np
 
-from simindex import kernels
-from simindex.cluster import unite
+from simindex.pipeline import kernels
+from simindex.pipeline.cluster import unite
 
 
 def test_every_kernel_releases_the_gil():

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from simindex import SignatureSpec, estimate_jaccard, shingle_sets, signatures
 from simindex.errors import ParameterError, SpecMismatchError
-from simindex.minhash import estimate_rows, pack, unpack
-from simindex.shingle import ShingleSets
+from simindex.pipeline.minhash import estimate_rows, pack, unpack
+from simindex.pipeline.shingle import ShingleSets
 from simindex.spec import SCHEME_V1, SCHEME_V2, SCHEMES
 
 

@@ -15,8 +15,8 @@ import pytest
 import zstandard
 
 from simindex.errors import InputError
-from simindex.outputs import atomic_output, check_outputs
-from simindex.readers import (
+from simindex.io.outputs import atomic_output, check_outputs
+from simindex.io.readers import (
     MAX_ID_BYTES,
     document_problem,
     expand_inputs,
@@ -25,7 +25,7 @@ from simindex.readers import (
     span_lines,
     span_size,
 )
-from simindex.writers import output_format
+from simindex.io.writers import output_format
 
 LINES = b'{"id": "a", "text": "first text", "tag": "x"}\n{"id": 2, "text": "second text"}\n'
 DOCUMENTS = [("a", "first text", {"tag": "x"}), ("2", "second text", None)]
@@ -226,7 +226,7 @@ def test_a_failed_write_leaves_the_target_as_it_was_and_no_temporary_file(tmp_pa
 def test_without_o_tmpfile_a_named_temporary_file_is_removed_and_stale_ones_too(
     tmp_path, monkeypatch
 ):
-    monkeypatch.setattr("simindex.outputs._unnamed_file", lambda directory: None)
+    monkeypatch.setattr("simindex.io.outputs._unnamed_file", lambda directory: None)
     target = tmp_path / "out.csv"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                           capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip

@@ -3,9 +3,9 @@
 import numpy as np
 
 from simindex import SignatureSpec, normalize, shingle_sets
-from simindex.minhash import _keep_first_seen, sign
-from simindex.shingle import normalize_batch
-from simindex.verify import exact_jaccard
+from simindex.pipeline.minhash import _keep_first_seen, sign
+from simindex.pipeline.shingle import normalize_batch
+from simindex.pipeline.verify import exact_jaccard
 
 
 def test_normalize_folds_case_compatibility_forms_and_whitespace():

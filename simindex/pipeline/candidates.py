@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from simindex.chunking import spans
-from simindex.cluster import flatten, unite
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
-from simindex.runs import RunSpool, distinct, packed, pair_documents
+from simindex.pipeline.chunking import spans
+from simindex.pipeline.cluster import flatten, unite
+from simindex.pipeline.runs import RunSpool, distinct, packed, pair_documents
 
 # Candidate pairs (with repeats) that collect() gathers before merging them into the distinct
 # ones: ~70 bytes each while they are sorted.
@@ -281,7 +281,7 @@ def distinct_bucket_pairs(
     members: np.ndarray, offsets: np.ndarray, max_bucket_size: int
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """:func:`bucket_pairs` with each pair once, sorted: the candidates of one chunk of
-    buckets, whichever executor groups them (simindex.stages.bucket_pairs)."""
+    buckets, whichever executor groups them (simindex.pipeline.stages.bucket_pairs)."""
     a, b, hot = bucket_pairs(members, offsets, max_bucket_size)
     return *unique_pairs(a, b), hot
 

@@ -28,11 +28,12 @@ import sqlalchemy as sa
 from sqlalchemy import Connection, Engine, event, func, select
 from sqlalchemy.engine import make_url
 
-from simindex.chunking import ahead, spans
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, application_name
 from simindex.errors import DatabaseError, ParameterError
-from simindex.runs import RunSpool
-from simindex.schema import (
+from simindex.pipeline.chunking import ahead, spans
+from simindex.pipeline.runs import RunSpool
+from simindex.spec import SIGNATURE_DTYPE
+from simindex.store.schema import (
     band_keys,
     bandings,
     clusters,
@@ -42,7 +43,6 @@ from simindex.schema import (
     pairs,
     signatures,
 )
-from simindex.spec import SIGNATURE_DTYPE
 
 if TYPE_CHECKING:
     from simindex.signature_file import SignatureFile

@@ -13,9 +13,9 @@ import numpy as np
 from numba import njit, prange
 
 from simindex.errors import InputError
-from simindex.kernels import threads_for
-from simindex.minhash import estimate_rows
-from simindex.shingle import NormalizedBatch, ShingleSets, shingle_sets
+from simindex.pipeline.kernels import threads_for
+from simindex.pipeline.minhash import estimate_rows
+from simindex.pipeline.shingle import NormalizedBatch, ShingleSets, shingle_sets
 from simindex.spec import SignatureSpec
 
 # How far below the threshold, in standard deviations of the estimate, a pair's estimate must

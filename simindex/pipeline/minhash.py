@@ -21,9 +21,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from numba import njit, prange
 
-from simindex.hashing import mix64
-from simindex.kernels import threads_for
-from simindex.shingle import (
+from simindex.pipeline.hashing import mix64
+from simindex.pipeline.kernels import threads_for
+from simindex.pipeline.shingle import (
     NormalizedBatch,
     ShingleSets,
     chunk_count,

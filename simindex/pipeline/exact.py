@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from simindex.shingle import ShingleSets
-from simindex.verify import intersection_size
+from simindex.pipeline.shingle import ShingleSets
+from simindex.pipeline.verify import intersection_size
 
 _EPSILON = 1e-9  # keeps ceil(t * n) exact when t * n is a whole number in floating point
 _LOOKUP_STEP = 1 << 20  # hashes looked up at a time (8 bytes of positions each)

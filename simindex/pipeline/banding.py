@@ -223,8 +223,8 @@ def band_keys(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
     """
     # The kernel (numba) loads here: the S-curve and the tuner above serve commands that
     # make no keys without it.
-    from simindex.hashing import band_key_kernel
-    from simindex.kernels import threads_for
+    from simindex.pipeline.hashing import band_key_kernel
+    from simindex.pipeline.kernels import threads_for
 
     check_banding(bands, rows, signatures.shape[1])
     out = np.empty((signatures.shape[0], bands), dtype=np.int64)

@@ -1,7 +1,7 @@
 """Records out: CSV, JSON lines, id<TAB>text or Parquet, to a file or standard output.
 
 The format follows the file name (:func:`output_format`). Files are written atomically
-(simindex.outputs): a failed or killed write leaves no partial file. Parquet is written in
+(simindex.io.outputs): a failed or killed write leaves no partial file. Parquet is written in
 row groups, so memory stays bounded by the group size.
 """
 
@@ -17,8 +17,8 @@ from itertools import islice
 from typing import IO, Any, BinaryIO
 
 from simindex.errors import InputError
-from simindex.outputs import atomic_output
-from simindex.readers import format_of_name
+from simindex.io.outputs import atomic_output
+from simindex.io.readers import format_of_name
 
 FORMATS = ("csv", "jsonl", "tsv", "parquet")
 _PARQUET_ROWS = 50_000

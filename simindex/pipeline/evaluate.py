@@ -3,7 +3,7 @@
 A document's band keys are a pure function of its stored signature, so the candidate pairs
 among a random sample of documents are exactly the sample's pairs that share a band key in
 the index: they are recomputed here from the sample's stored signatures, and compared with
-the exact all-pairs join of the sample's shingle sets (simindex.exact). That measures what
+the exact all-pairs join of the sample's shingle sets (simindex.pipeline.exact). That measures what
 the banding misses, what verification keeps, and how far the signature estimate strays,
 without reading the rest of the index. What each number means: docs/evaluation.md.
 
@@ -21,15 +21,15 @@ from typing import Any, Literal
 import numpy as np
 from numba import njit
 
-from simindex.banding import band_keys, candidate_probability
-from simindex.candidates import collect, group_keys
-from simindex.chunking import spans
 from simindex.errors import ParameterError, SimindexError
-from simindex.exact import rank_tokens, similar_pairs
-from simindex.minhash import estimate_rows
-from simindex.shingle import ShingleSets, normalize_batch, shingle_sets
+from simindex.pipeline.banding import band_keys, candidate_probability
+from simindex.pipeline.candidates import collect, group_keys
+from simindex.pipeline.chunking import spans
+from simindex.pipeline.exact import rank_tokens, similar_pairs
+from simindex.pipeline.minhash import estimate_rows
+from simindex.pipeline.shingle import ShingleSets, normalize_batch, shingle_sets
+from simindex.pipeline.verify import Profiles, compare
 from simindex.spec import SignatureSpec
-from simindex.verify import Profiles, compare
 
 BIN_WIDTH = 0.05
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: two-sided 95% intervals

@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 from numba import njit
 
-from simindex.runs import pair_documents
+from simindex.pipeline.runs import pair_documents
 
 Rule = Literal["earliest", "longest"]
 RULES: tuple[Rule, ...] = ("earliest", "longest")

@@ -67,7 +67,7 @@ _MASK63 = np.uint64(MASK63)
 
 @njit(parallel=True, cache=True, nogil=True)
 def band_key_kernel(signatures, bands, rows, out):
-    """simindex.banding.band_keys' kernel: out[i, j] is band j's key of signature i."""
+    """simindex.pipeline.banding.band_keys' kernel: out[i, j] is band j's key of signature i."""
     for i in prange(signatures.shape[0]):
         for j in range(bands):
             h = sequence_start(TAG_BAND_KEY, rows + 1)

@@ -19,15 +19,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from simindex import banding, candidates
-from simindex.chunking import spans
 from simindex.errors import InputError
-from simindex.minhash import sign as sign_normalized
-from simindex.minhash import signatures as signatures_of_sets
-from simindex.readers import DEFAULT_MAX_CHARS, MAX_ID_BYTES, document_problem
-from simindex.shingle import NormalizedBatch, ShingleSets, normalize_utf8, shingle_sets
+from simindex.io.readers import DEFAULT_MAX_CHARS, MAX_ID_BYTES, document_problem
+from simindex.pipeline import banding, candidates
+from simindex.pipeline.chunking import spans
+from simindex.pipeline.minhash import sign as sign_normalized
+from simindex.pipeline.minhash import signatures as signatures_of_sets
+from simindex.pipeline.shingle import NormalizedBatch, ShingleSets, normalize_utf8, shingle_sets
+from simindex.pipeline.verify import verified
 from simindex.spec import SignatureSpec
-from simindex.verify import verified
 
 # Bytes of text signed at a time: normalizing holds about ten bytes per byte of text (its
 # UTF-8 and UTF-32 forms, twice), so a batch of any size signs in bounded memory.
@@ -64,7 +64,7 @@ def sign(
 
     Out, row-aligned with the input:
       ``id`` (large_string); ``problem`` (string): why the document can't be indexed (the
-      message ``ingest`` gives, simindex.readers.document_problem), null if it can;
+      message ``ingest`` gives, simindex.io.readers.document_problem), null if it can;
       ``content_hash`` (int64); ``shingle_count`` (int64), 0 for a text that normalizes to
       nothing; ``signature`` (fixed_size_list<uint32>[num_perm]); per banding,
       ``band_keys_<id>`` (fixed_size_list<int64>[bands]); with ``shingles``, ``shingles``
@@ -161,7 +161,7 @@ def bucket_pairs(buckets: pa.RecordBatch, max_bucket_size: int) -> pa.RecordBatc
     In: column ``members`` (list of int64 document ids, one bucket per row). Out: columns
     ``doc_a`` < ``doc_b`` (int64), the batch's distinct pairs, sorted; a bucket of more than
     ``max_bucket_size`` members is linked to its smallest member instead of paired out
-    (simindex.candidates.bucket_pairs). Pairs may repeat across batches.
+    (simindex.pipeline.candidates.bucket_pairs). Pairs may repeat across batches.
     """
     members = buckets.column("members")
     doc_a, doc_b, _ = candidates.distinct_bucket_pairs(
@@ -173,7 +173,7 @@ def bucket_pairs(buckets: pa.RecordBatch, max_bucket_size: int) -> pa.RecordBatc
 
 
 def buckets_batch(members: np.ndarray, offsets: np.ndarray) -> pa.RecordBatch:
-    """Buckets as (members, offsets) arrays (see simindex.candidates) as the input of
+    """Buckets as (members, offsets) arrays (see simindex.pipeline.candidates) as the input of
     :func:`bucket_pairs`, without copying them."""
     return pa.RecordBatch.from_pydict(
         {"members": pa.LargeListArray.from_arrays(offsets, members.astype(np.int64, copy=False))}

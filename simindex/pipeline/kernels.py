@@ -58,7 +58,7 @@ def _kernels() -> Iterator[Any]:
     """The cached dispatchers defined in simindex's modules (inlined helpers have no cache
     entry of their own: they are compiled into their callers)."""
     for name in _MODULES:
-        module = importlib.import_module(f"simindex.{name}")
+        module = importlib.import_module(f"simindex.pipeline.{name}")
         for value in vars(module).values():
             if (
                 hasattr(value, "_cache")

@@ -6,7 +6,7 @@ document's sorted, distinct shingle hashes. Memory is O(total characters in the 
 :func:`normalize_batch` does the whitespace step of normalization in a kernel too (Python's
 split and join were the largest single cost of signing under simindex-v2) and hands the
 code points straight to shingling. Ingest signs without the sorted sets
-(:func:`simindex.minhash.sign` reuses :func:`window_hashes`, not the sort).
+(:func:`simindex.pipeline.minhash.sign` reuses :func:`window_hashes`, not the sort).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import numpy as np
 import xxhash
 from numba import njit, prange
 
-from simindex.hashing import (
+from simindex.pipeline.hashing import (
     MASK63,
     TAG_CHAR_SHINGLE,
     TAG_WORD,
@@ -27,7 +27,7 @@ from simindex.hashing import (
     mix64,
     sequence_start,
 )
-from simindex.kernels import SMALL_WORK, threads_for
+from simindex.pipeline.kernels import SMALL_WORK, threads_for
 from simindex.spec import SignatureSpec
 
 _SPACE = 32

@@ -1,0 +1,1 @@
+"""Reading input files and writing outputs."""

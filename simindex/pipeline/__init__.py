@@ -1,0 +1,1 @@
+"""The pipeline stages: pure functions over arrays and Arrow batches, no database."""
