@@ -27,7 +27,7 @@ from itertools import chain, islice
 from typing import Any
 
 from simindex.errors import InputError
-from simindex.io.lines import Line, shorten, undecodable
+from simindex.io.lines import Flawed, Line, shorten, undecodable
 
 _TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
 _TSV_ESCAPED = re.compile(r"\\([\\tnr])")
@@ -112,13 +112,14 @@ def csv_records(
     """(line number of the record's last line, record) of a CSV file's lines. A row whose
     lines are not all in the encoding is reported (strict) or counted (replaced)."""
     csv.field_size_limit(sys.maxsize)
-    flaws: list[tuple[int, Line]] = []  # lines read but not yet part of a row
+    flaws: list[tuple[int, Flawed]] = []  # lines read but not yet part of a row
 
     def texts() -> Iterator[str]:
         for number, line in enumerate(lines, start=1):
-            if line.undecodable or line.replaced:
+            if isinstance(line, Flawed):
                 flaws.append((number, line))
-            yield line.text
+                line = line.text
+            yield line
 
     stream = texts()
     head = list(islice(stream, _SNIFF_LINES))
@@ -128,13 +129,11 @@ def csv_records(
         header = _header(path, reader, layout, flaws)
         for row in reader:
             number = reader.line_num
-            row_flaws = [flaw for flaw in flaws if flaw[0] <= number]
-            del flaws[: len(row_flaws)]
-            bad = next(((n, line) for n, line in row_flaws if line.undecodable), None)
+            bad, replaced = _flaws_up_to(flaws, number)
             if bad:
-                report(undecodable(path, bad[0], encoding, bad[1].undecodable))  # type: ignore[arg-type]
+                report(undecodable(path, *bad, encoding=encoding))
                 continue
-            if row_flaws and on_replaced is not None:
+            if replaced and on_replaced is not None:
                 on_replaced(path, number)
             if not row:
                 continue
@@ -163,21 +162,30 @@ def _header(
     path: str,
     reader: Any,
     layout: CsvLayout,
-    flaws: list[tuple[int, Line]],
+    flaws: list[tuple[int, Flawed]],
 ) -> list[str] | None:
     """The header row (None without one); InputError if it is not in the encoding."""
     if not layout.header:
         return None
     header = next(reader, [])
-    spoiled = [flaw for flaw in flaws if flaw[0] <= reader.line_num]
-    del flaws[: len(spoiled)]
-    bad = next((flaw for flaw in spoiled if flaw[1].undecodable), None)
+    bad, _ = _flaws_up_to(flaws, reader.line_num)
     if bad:
         raise InputError(
-            f"{path}:{bad[0]}: the CSV header is not valid in the encoding "
-            f"({bad[1].undecodable}); pass --encoding with the file's encoding"
+            f"{path}:{bad[0]}: the CSV header is not valid in the encoding ({bad[1]}); pass "
+            "--encoding with the file's encoding"
         )
     return header
+
+
+def _flaws_up_to(
+    flaws: list[tuple[int, Flawed]], number: int
+) -> tuple[tuple[int, str] | None, bool]:
+    """Take from ``flaws`` those of lines up to ``number`` (one row's): the first
+    undecodable line (number, why) or None, and whether any line had bytes replaced."""
+    taken = [flaw for flaw in flaws if flaw[0] <= number]
+    del flaws[: len(taken)]
+    bad = next(((n, line.undecodable) for n, line in taken if line.undecodable), None)
+    return bad, any(line.replaced for _, line in taken)
 
 
 def _record(

@@ -27,18 +27,24 @@ ENCODING_ERRORS = ("strict", "replace")
 # A lone \r ends a line too, as it does for io.TextIOWrapper(newline="").
 _LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
 _ASCII = bytes(range(128))
+# Bytes read at a time; bytes.splitlines ends lines as io.TextIOWrapper(newline="") does.
+_BLOCK = 1 << 16
 # How long a value (an id, a list of fields) may get in a message before it is cut.
 SHOWN_CHARS = 80
 
 
-class Line(NamedTuple):
-    """A line of text. ``undecodable``: why its bytes are not in the encoding (strict mode;
+class Flawed(NamedTuple):
+    """A line whose bytes are not all in the encoding. ``undecodable``: why (strict mode;
     ``text`` then holds them as surrogate escapes, so a CSV reader keeps its structure);
-    ``replaced``: bad bytes were replaced by U+FFFD (lenient mode)."""
+    ``replaced``: the bad bytes were replaced by U+FFFD (lenient mode)."""
 
     text: str
     undecodable: str | None = None
     replaced: bool = False
+
+
+# A line of text: a str, or (rarely) a Flawed one; a str costs no wrapper per line.
+Line = str | Flawed
 
 
 @dataclass
@@ -99,17 +105,19 @@ def split_lone_cr(line: bytes) -> Iterator[bytes]:
         yield line
 
 
-def byte_lines(raw: Iterable[bytes], drop_bom: bool) -> Iterator[bytes]:
-    """The lines of a binary stream; with ``drop_bom``, without a UTF-8 byte-order mark
-    that starts the stream (spreadsheets write one)."""
-    lines = iter(raw)
-    first = next(lines, b"")
-    if drop_bom and first.startswith(codecs.BOM_UTF8):
-        first = first[len(codecs.BOM_UTF8) :]
-    if first:
-        yield from split_lone_cr(first)
-    for line in lines:
-        yield from split_lone_cr(line)
+def byte_lines(raw: io.BufferedIOBase, drop_bom: bool) -> Iterator[bytes]:
+    """The lines of a binary stream, read a block at a time; with ``drop_bom``, without a
+    UTF-8 byte-order mark that starts the stream (spreadsheets write one)."""
+    head = raw.read(len(codecs.BOM_UTF8))
+    parts = [] if drop_bom and head == codecs.BOM_UTF8 else [head]
+    while chunk := raw.read1(_BLOCK):
+        parts.append(chunk)
+        if b"\n" in chunk or b"\r" in chunk:
+            lines = b"".join(parts).splitlines(keepends=True)
+            # The last line may go on in the next block (a \r there may be half of \r\n).
+            parts = [lines.pop()]
+            yield from lines
+    yield from b"".join(parts).splitlines(keepends=True)
 
 
 def decoded_lines(lines: Iterable[bytes], codec: str, errors: EncodingErrors) -> Iterator[Line]:
@@ -117,13 +125,14 @@ def decoded_lines(lines: Iterable[bytes], codec: str, errors: EncodingErrors) ->
     fallback = "replace" if errors == "replace" else "surrogateescape"
     for line in lines:
         try:
-            yield Line(line.decode(codec))
+            yield line.decode(codec)
         except UnicodeDecodeError as exc:
             text = line.decode(codec, fallback)
             if errors == "replace":
-                yield Line(text, replaced=True)
+                yield Flawed(text, replaced=True)
             else:
-                yield Line(text, undecodable=f"{exc.reason} at byte {exc.start + 1} of the line")
+                why = f"{exc.reason} at byte {exc.start + 1} of the line"
+                yield Flawed(text, undecodable=why)
 
 
 def stream_lines(
@@ -131,10 +140,10 @@ def stream_lines(
 ) -> Iterator[Line]:
     """The lines of a file in an encoding that is not ASCII-compatible, decoded as one
     stream: a bad byte raises InputError (strict), or is replaced and its line flagged."""
-    number = 0
+    number, replacing = 0, errors == "replace"
     try:
         for number, text in enumerate(io.TextIOWrapper(raw, codec, errors, newline=""), 1):  # noqa: B007
-            yield Line(text, replaced=errors == "replace" and "\ufffd" in text)
+            yield Flawed(text, replaced=True) if replacing and "\ufffd" in text else text
     except UnicodeDecodeError as exc:
         # The stream is decoded a block at a time: the bad byte is past this line, not in it.
         raise InputError(
@@ -144,7 +153,7 @@ def stream_lines(
         ) from None
 
 
-def undecodable(path: str, number: int, encoding: str, reason: str) -> InputError:
+def undecodable(path: str, number: int, reason: str, *, encoding: str) -> InputError:
     """The error of a record whose bytes are not in the encoding."""
     return InputError(
         f"{path}:{number}: is not valid {encoding} ({reason}); pass --on-error skip to leave "
@@ -162,10 +171,12 @@ def numbered_lines(
 ) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line that is one record (JSON lines, id<TAB>text): an
     undecodable line is reported (and left out), a replaced one counted."""
-    for number, (text, problem, replaced) in enumerate(lines, start=first):
-        if problem is not None:
-            report(undecodable(path, number, encoding, problem))
-            continue
-        if replaced and on_replaced is not None:
-            on_replaced(path, number)
-        yield number, text
+    for number, line in enumerate(lines, start=first):
+        if isinstance(line, str):
+            yield number, line
+        elif line.undecodable is not None:
+            report(undecodable(path, number, line.undecodable, encoding=encoding))
+        else:
+            if on_replaced is not None:
+                on_replaced(path, number)
+            yield number, line.text

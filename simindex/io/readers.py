@@ -55,6 +55,7 @@ _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".cs
                    ".tsv": "tsv", ".txt": "tsv", ".parquet": "parquet"}  # fmt: skip
 # The formats a directory's file is read in: the names that can't mean anything else.
 _SHARD_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet")
+_SHARD_NAMES = f"{', '.join(_SHARD_SUFFIXES[:-1])} or {_SHARD_SUFFIXES[-1]} (compressed or not)"
 _COMPRESSED = (".gz", ".zst")
 _GZIP_MAGIC, _ZSTD_MAGIC, _PARQUET_MAGIC = b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"PAR1"
 # PostgreSQL's B-tree entries hold at most ~2,700 bytes; external_id is indexed on both backends.
@@ -109,7 +110,7 @@ def name_suffix(path: str) -> str | None:
 
 class InputFiles(NamedTuple):
     """What :func:`scan_inputs` found: the ``files`` to read, in order, and the files of
-    named directories that were ``skipped`` (hidden files aside) as in no shard format."""
+    the named directories that were ``skipped``: not named as a shard (hidden files aside)."""
 
     files: list[str]
     skipped: list[str]
@@ -123,9 +124,6 @@ class InputFiles(NamedTuple):
             f"skipped {len(self.skipped):,} file(s) of the directories not named {_SHARD_NAMES}: "
             f"{names}; name a file to read it"
         )
-
-
-_SHARD_NAMES = ".jsonl, .ndjson, .csv, .tsv or .parquet (compressed or not)"
 
 
 def expand_inputs(paths: Iterable[str]) -> list[str]:
@@ -150,10 +148,10 @@ def scan_inputs(paths: Iterable[str]) -> InputFiles:
             shards = [p for p in listed if name_suffix(p) in _SHARD_SUFFIXES]
             others = [p for p in listed if name_suffix(p) not in _SHARD_SUFFIXES]
             if not shards:
-                held = shorten(", ".join(Path(p).name for p in others)) if others else "nothing"
+                held = shorten(", ".join(Path(p).name for p in others))
                 raise InputError(
-                    f"{path}: the directory holds no file named {_SHARD_NAMES}, only {held}; "
-                    "name the files to read them"
+                    f"{path}: the directory holds no file named {_SHARD_NAMES}"
+                    + (f", only {held}; name the files to read them" if others else "")
                 )
             files.extend(shards)
             skipped.extend(others)
@@ -234,37 +232,47 @@ def document_problem(
     """Why (external_id, text, metadata) can't be indexed, or None if it can: the same
     answer on SQLite and PostgreSQL (ids are strings; an int id is passed as its text)."""
     if not isinstance(external_id, str) or not external_id:
-        return f"a document id must be a non-empty string or an integer, got {shorten(repr(external_id))}"
-    shown = shorten(repr(external_id))
+        return f"a document id must be a non-empty string or an integer, got {_shown(external_id)}"
     if len(external_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
         return (
-            f"document id {shown} is longer than {MAX_ID_BYTES:,} bytes (UTF-8), "
+            f"document id {_shown(external_id)} is longer than {MAX_ID_BYTES:,} bytes (UTF-8), "
             "the longest id simindex stores; shorten it (e.g. a hash of it)"
         )
     if not isinstance(text, str):
-        return f"the text of document {shown} must be a string, got {type(text).__name__}"
+        return (
+            f"the text of document {_shown(external_id)} must be a string, got "
+            f"{type(text).__name__}"
+        )
     if len(text) > max_chars:
         return (
-            f"document {shown} has {len(text):,} characters, more than the limit of "
-            f"{max_chars:,} (memory grows ~20 bytes per character); raise it with --max-chars "
-            "/ max_chars, or split the document"
+            f"document {_shown(external_id)} has {len(text):,} characters, more than the "
+            f"limit of {max_chars:,} (memory grows ~20 bytes per character); raise it with "
+            "--max-chars / max_chars, or split the document"
         )
     if "\x00" in text or "\x00" in external_id:
         return (
-            f"document {shown} holds a NUL character (U+0000), which PostgreSQL can't "
-            "store in text; remove it from the input"
+            f"document {_shown(external_id)} holds a NUL character (U+0000), which PostgreSQL "
+            "can't store in text; remove it from the input"
         )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return (
-            f"the text of document {shown} holds a lone surrogate (e.g. a bad \\ud800 "
-            "escape in JSON), which is not Unicode text"
+            f"the text of document {_shown(external_id)} holds a lone surrogate (e.g. a bad "
+            "\\ud800 escape in JSON), which is not Unicode text"
         )
     problem = _metadata_problem(metadata)
     if problem:
-        return f"the metadata of document {shown} holds {problem}; remove it from the input"
+        return (
+            f"the metadata of document {_shown(external_id)} holds {problem}; remove it from "
+            "the input"
+        )
     return None
+
+
+def _shown(value: object) -> str:
+    """``value`` as a message shows it: its repr, cut short (computed for errors only)."""
+    return shorten(repr(value))
 
 
 def _metadata_problem(metadata: object) -> str | None:

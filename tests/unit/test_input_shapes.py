@@ -219,3 +219,15 @@ def test_a_semicolon_csv_no_longer_fails_on_its_header(tmp_path):
     path = tmp_path / "in.csv"
     path.write_text("id;text\na;first\n")
     assert list(read_documents(str(path))) == [("a", "first", None)]
+
+
+@pytest.mark.parametrize("block", [1, 2, 3, 5, 64])
+def test_lines_end_alike_whatever_the_blocks_they_are_read_in(tmp_path, monkeypatch, block):
+    data = b"\xef\xbb\xbfa\tone\r\nb\ttwo\rc\tthree\r\r\nd\t\xe2\x80\xa8four\n\ne\tlast"
+    path = tmp_path / "in.tsv"
+    path.write_bytes(data)
+    whole = list(read_records(str(path)))
+    assert [n for n, _ in whole] == [1, 2, 3, 5, 7]
+    monkeypatch.setattr("simindex.io.lines._BLOCK", block)
+    assert list(read_records(str(path))) == whole
+    assert [r["text"] for _, r in whole] == ["one", "two", "three", "\u2028four", "last"]
