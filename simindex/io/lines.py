@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import codecs
 import io
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,8 +23,6 @@ from simindex.errors import InputError
 
 EncodingErrors = Literal["strict", "replace"]
 ENCODING_ERRORS = ("strict", "replace")
-# A lone \r ends a line too, as it does for io.TextIOWrapper(newline="").
-_LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
 _ASCII = bytes(range(128))
 # Bytes read at a time; bytes.splitlines ends lines as io.TextIOWrapper(newline="") does.
 _BLOCK = 1 << 16
@@ -73,8 +70,8 @@ def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
 
 
 def text_encoding(encoding: str) -> str:
-    """The codec's canonical name (utf-8, iso8859-1, utf-16 ...); InputError if it is no
-    text encoding."""
+    """The codec's canonical name (utf-8, iso8859-1, utf-16 ...; utf-8-sig is utf-8, whose
+    readers drop a byte-order mark anyway); InputError if it is no text encoding."""
     try:
         info = codecs.lookup(encoding)
     except LookupError:
@@ -84,7 +81,7 @@ def text_encoding(encoding: str) -> str:
             f"unknown text encoding {shorten(repr(encoding))}; pass --encoding with e.g. utf-8, "
             "latin-1, cp1252 or utf-16"
         )
-    return info.name
+    return "utf-8" if info.name == "utf-8-sig" else info.name
 
 
 @lru_cache
@@ -95,14 +92,6 @@ def ascii_compatible(codec: str) -> bool:
         return _ASCII.decode(codec) == _ASCII.decode("ascii") and "\r\n".encode(codec) == b"\r\n"
     except UnicodeError:
         return False
-
-
-def split_lone_cr(line: bytes) -> Iterator[bytes]:
-    """A line read up to \\n, split after each lone \\r in it."""
-    if b"\r" in line:
-        yield from (part for part in _LONE_CR.split(line) if part)
-    else:
-        yield line
 
 
 def byte_lines(raw: io.BufferedIOBase, drop_bom: bool) -> Iterator[bytes]:

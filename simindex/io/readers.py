@@ -24,6 +24,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import sys
@@ -45,7 +46,6 @@ from simindex.io.lines import (
     decoded_lines,
     numbered_lines,
     shorten,
-    split_lone_cr,
     stream_lines,
     text_encoding,
 )
@@ -68,6 +68,8 @@ Document = tuple[str, str, dict[str, Any] | None]
 # within bytes [start, stop), the first of them numbered ``line`` (see span_lines).
 Span = tuple[int, int, int]
 SPLITTABLE_FORMATS = ("jsonl", "tsv")
+# A lone \r ends a line too, as it does for io.TextIOWrapper(newline="").
+_LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
 
 # Shingling one document takes about 20 bytes per character at its peak (code points,
 # scratch hashes, copies of the text): 10 million characters is about 200 MB.
@@ -421,7 +423,10 @@ def span_lines(raw: io.BufferedIOBase, start: int, stop: int) -> Iterator[bytes]
             position, line = len(line), line[len(codecs.BOM_UTF8) :]
         else:
             position += len(line)
-        yield from split_lone_cr(line)
+        if b"\r" in line:
+            yield from (part for part in _LONE_CR.split(line) if part)
+        else:
+            yield line
 
 
 def span_size(path: str, fmt: str, encoding: str) -> int | None:
