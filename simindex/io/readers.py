@@ -1,17 +1,23 @@
 """Input files to (external_id, text, metadata) documents: JSON lines, CSV, id<TAB>text,
 Parquet.
 
-gzip and zstd are detected by their magic bytes, Parquet on standard input too. A directory
-or a glob stands for its files in sorted order (:func:`expand_inputs`). Every problem is an
-InputError that names the file and line (or Parquet row), so the CLI can say exactly where
-an input went wrong. :func:`document_problem` is the one validation of a document, run
-before any database sees it, so both backends accept and refuse the same records.
+The name says the format: .jsonl, .ndjson and .json are JSON lines, .csv CSV (see
+simindex.io.delimited for its delimiter and header), .tsv and .txt id<TAB>text (escaped as
+simindex.io.delimited says), .parquet Parquet; .gz and .zst are looked through. gzip and zstd
+are detected by their magic bytes, Parquet on standard input too. A directory stands for its
+files in the formats it can only be (.jsonl, .ndjson, .csv, .tsv, .parquet, compressed or
+not; a .txt or .json file may be anything, so it is read only when named), a glob for its
+matches, both in sorted order (:func:`scan_inputs` also lists what a directory's listing
+left out). Text is decoded a record at a time (simindex.io.lines), so a byte that is not in
+the encoding spoils only its record. Every problem is an InputError that names the file and
+line (or Parquet row), so the CLI can say exactly where an input went wrong.
+:func:`document_problem` is the one validation of a document, run before any database sees
+it, so both backends accept and refuse the same records.
 """
 
 from __future__ import annotations
 
 import codecs
-import csv
 import glob
 import gzip
 import io
@@ -24,16 +30,32 @@ import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from isal import igzip
 from isal.igzip_lib import IsalError
 
 from simindex.errors import InputError
+from simindex.io.delimited import CsvLayout, csv_records, tsv_records
+from simindex.io.lines import (
+    ENCODING_ERRORS,
+    EncodingErrors,
+    Line,
+    ascii_compatible,
+    byte_lines,
+    decoded_lines,
+    numbered_lines,
+    shorten,
+    stream_lines,
+    text_encoding,
+)
 
 Format = Literal["auto", "jsonl", "csv", "tsv", "parquet"]
 _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
                    ".tsv": "tsv", ".txt": "tsv", ".parquet": "parquet"}  # fmt: skip
+# The formats a directory's file is read in: the names that can't mean anything else.
+_SHARD_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet")
+_SHARD_NAMES = f"{', '.join(_SHARD_SUFFIXES[:-1])} or {_SHARD_SUFFIXES[-1]} (compressed or not)"
 _COMPRESSED = (".gz", ".zst")
 _GZIP_MAGIC, _ZSTD_MAGIC, _PARQUET_MAGIC = b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"PAR1"
 # PostgreSQL's B-tree entries hold at most ~2,700 bytes; external_id is indexed on both backends.
@@ -78,28 +100,63 @@ def spool_stdin(directory: str) -> str:
 
 def format_of_name(path: str) -> str | None:
     """The format a file name says, or None."""
+    suffix = name_suffix(path)
+    return _SUFFIX_FORMATS.get(suffix) if suffix else None
+
+
+def name_suffix(path: str) -> str | None:
+    """The last suffix of a file name but .gz and .zst, lower-case (``.jsonl``), or None."""
     suffixes = [s for s in Path(path).suffixes if s not in _COMPRESSED]
-    return _SUFFIX_FORMATS.get(suffixes[-1].lower()) if suffixes else None
+    return suffixes[-1].lower() if suffixes else None
+
+
+class InputFiles(NamedTuple):
+    """What :func:`scan_inputs` found: the ``files`` to read, in order, and the files of
+    the named directories that were ``skipped``: not named as a shard (hidden files aside)."""
+
+    files: list[str]
+    skipped: list[str]
+
+    def note(self) -> str | None:
+        """One line for the user about the skipped files, or None when none was."""
+        if not self.skipped:
+            return None
+        names = shorten(", ".join(Path(p).name for p in self.skipped))
+        return (
+            f"skipped {len(self.skipped):,} file(s) of the directories not named {_SHARD_NAMES}: "
+            f"{names}; name a file to read it"
+        )
 
 
 def expand_inputs(paths: Iterable[str]) -> list[str]:
-    """The files the user named: a directory stands for its files whose format the name
-    tells (sorted), a glob (``crawl/*.parquet``) for its matches (sorted); "-" is stdin."""
+    """The files to read, as :func:`scan_inputs` lists them."""
+    return scan_inputs(paths).files
+
+
+def scan_inputs(paths: Iterable[str]) -> InputFiles:
+    """The files the user named: a directory stands for its files named .jsonl, .ndjson,
+    .csv, .tsv or .parquet (compressed or not; sorted), its other files (hidden ones aside)
+    are listed as skipped; a glob (``crawl/*.parquet``) stands for its matches (sorted); "-"
+    is stdin. InputError for a directory with no such file or a glob with no match."""
     files: list[str] = []
+    skipped: list[str] = []
     for path in paths:
         if path == "-" or Path(path).is_file():
             files.append(path)
         elif Path(path).is_dir():
-            shards = sorted(
-                str(p)
-                for p in Path(path).iterdir()
-                if p.is_file() and not p.name.startswith(".") and format_of_name(p.name)
+            listed = sorted(
+                str(p) for p in Path(path).iterdir() if p.is_file() and not p.name.startswith(".")
             )
+            shards = [p for p in listed if name_suffix(p) in _SHARD_SUFFIXES]
+            others = [p for p in listed if name_suffix(p) not in _SHARD_SUFFIXES]
             if not shards:
+                held = shorten(", ".join(Path(p).name for p in others))
                 raise InputError(
-                    f"{path}: the directory holds no .jsonl, .csv, .tsv or .parquet file"
+                    f"{path}: the directory holds no file named {_SHARD_NAMES}"
+                    + (f", only {held}; name the files to read them" if others else "")
                 )
             files.extend(shards)
+            skipped.extend(others)
         elif any(c in path for c in "*?["):
             matches = sorted(p for p in glob.glob(path) if Path(p).is_file())
             if not matches:
@@ -107,7 +164,7 @@ def expand_inputs(paths: Iterable[str]) -> list[str]:
             files.extend(matches)
         else:
             files.append(path)  # opening it says what is wrong
-    return files
+    return InputFiles(files, skipped)
 
 
 def read_documents(
@@ -118,17 +175,24 @@ def read_documents(
     encoding: str = "utf-8",
     on_error: Callable[[InputError], None] | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
+    *,
+    csv_layout: CsvLayout | None = None,
+    encoding_errors: EncodingErrors = "strict",
+    on_replaced: Callable[[str, int], None] | None = None,
 ) -> Iterator[Document]:
     """Documents of a file ("-" is standard input, read as JSON lines unless fmt says or it
     is Parquet): (external_id, text, the record's other fields or None).
 
-    A bad record (malformed line, missing field, unusable id, text or metadata) raises
-    InputError naming file and line, or, with ``on_error``, is handed to it and skipped. A
-    file that can't be opened or decoded always raises.
+    A bad record (malformed line, bytes not in ``encoding``, missing field, unusable id,
+    text or metadata) raises InputError naming file and line, or, with ``on_error``, is
+    handed to it and skipped. A file that can't be opened, decompressed or (a UTF-16 or
+    UTF-32 one) decoded always raises. ``csv_layout``, ``encoding_errors`` and
+    ``on_replaced``: as :func:`read_records` takes them.
     """
     for _, _, document in read_checked(
-        path, fmt, id_field, text_field, encoding, on_error, max_chars
-    ):
+        path, fmt, id_field, text_field, encoding, on_error, max_chars,
+        csv_layout=csv_layout, encoding_errors=encoding_errors, on_replaced=on_replaced,
+    ):  # fmt: skip
         yield document
 
 
@@ -141,11 +205,19 @@ def read_checked(
     on_error: Callable[[InputError], None] | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
     span: Span | None = None,
+    *,
+    csv_layout: CsvLayout | None = None,
+    encoding_errors: EncodingErrors = "strict",
+    on_replaced: Callable[[str, int], None] | None = None,
 ) -> Iterator[tuple[int, dict[str, Any], Document]]:
     """(line or row number, record as read, document) of each record of a file (or of a
-    ``span`` of it, as read_records reads one) that makes a document; bad records as in
-    read_documents."""
-    for number, record in read_records(path, fmt, id_field, text_field, encoding, on_error, span):
+    ``span`` of it) that makes a document; bad records as in read_documents, the other
+    arguments as read_records takes them."""
+    records = read_records(
+        path, fmt, id_field, text_field, encoding, on_error, span,
+        csv_layout=csv_layout, encoding_errors=encoding_errors, on_replaced=on_replaced,
+    )  # fmt: skip
+    for number, record in records:
         try:
             document = _document(path, number, record, id_field, text_field, max_chars)
         except InputError as error:
@@ -162,36 +234,47 @@ def document_problem(
     """Why (external_id, text, metadata) can't be indexed, or None if it can: the same
     answer on SQLite and PostgreSQL (ids are strings; an int id is passed as its text)."""
     if not isinstance(external_id, str) or not external_id:
-        return f"a document id must be a non-empty string or an integer, got {external_id!r:.80}"
+        return f"a document id must be a non-empty string or an integer, got {_shown(external_id)}"
     if len(external_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
         return (
-            f"document id {external_id!r:.60}... is longer than {MAX_ID_BYTES:,} bytes (UTF-8), "
+            f"document id {_shown(external_id)} is longer than {MAX_ID_BYTES:,} bytes (UTF-8), "
             "the longest id simindex stores; shorten it (e.g. a hash of it)"
         )
     if not isinstance(text, str):
-        return f"the text of document {external_id!r} must be a string, got {type(text).__name__}"
+        return (
+            f"the text of document {_shown(external_id)} must be a string, got "
+            f"{type(text).__name__}"
+        )
     if len(text) > max_chars:
         return (
-            f"document {external_id!r} has {len(text):,} characters, more than the limit of "
-            f"{max_chars:,} (memory grows ~20 bytes per character); raise it with --max-chars "
-            "/ max_chars, or split the document"
+            f"document {_shown(external_id)} has {len(text):,} characters, more than the "
+            f"limit of {max_chars:,} (memory grows ~20 bytes per character); raise it with "
+            "--max-chars / max_chars, or split the document"
         )
     if "\x00" in text or "\x00" in external_id:
         return (
-            f"document {external_id!r} holds a NUL character (U+0000), which PostgreSQL can't "
-            "store in text; remove it from the input"
+            f"document {_shown(external_id)} holds a NUL character (U+0000), which PostgreSQL "
+            "can't store in text; remove it from the input"
         )
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return (
-            f"the text of document {external_id!r} holds a lone surrogate (e.g. a bad \\ud800 "
-            "escape in JSON), which is not Unicode text"
+            f"the text of document {_shown(external_id)} holds a lone surrogate (e.g. a bad "
+            "\\ud800 escape in JSON), which is not Unicode text"
         )
     problem = _metadata_problem(metadata)
     if problem:
-        return f"the metadata of document {external_id!r} holds {problem}; remove it from the input"
+        return (
+            f"the metadata of document {_shown(external_id)} holds {problem}; remove it from "
+            "the input"
+        )
     return None
+
+
+def _shown(value: object) -> str:
+    """``value`` as a message shows it: its repr, cut short (computed for errors only)."""
+    return shorten(repr(value))
 
 
 def _metadata_problem(metadata: object) -> str | None:
@@ -236,19 +319,34 @@ def read_records(
     encoding: str = "utf-8",
     on_error: Callable[[InputError], None] | None = None,
     span: Span | None = None,
+    *,
+    csv_layout: CsvLayout | None = None,
+    encoding_errors: EncodingErrors = "strict",
+    on_replaced: Callable[[str, int], None] | None = None,
 ) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line or row number, record) of a file; an id<TAB>text line is {id_field: ..,
-    text_field: ..}. A malformed line raises InputError, or with ``on_error`` is handed to
-    it and skipped. A damaged or undecodable file always raises InputError.
+    text_field: ..}. A malformed line or CSV row raises InputError, or with ``on_error`` is
+    handed to it and skipped. A damaged file always raises InputError.
+
+    Each record is decoded on its own (simindex.io.lines): one whose bytes are not in
+    ``encoding`` is a bad record (naming its line), or with ``encoding_errors="replace"``
+    is read with U+FFFD in their place and handed to ``on_replaced(path, line)`` (e.g. a
+    simindex.io.lines.ReplacedRecords, which counts them). ``csv_layout``: a CSV file's
+    delimiter and header (simindex.io.delimited.CsvLayout; default: found, with a header).
 
     ``span``: read only the lines of that part of the file (see :func:`span_lines`: an
     uncompressed UTF-8 file of JSON lines or id<TAB>text), numbered as in the whole file,
     so that several processes can share a large file."""
     report = on_error or _raise
-    encoding = _text_encoding(encoding)
+    codec = text_encoding(encoding)
+    if encoding_errors not in ENCODING_ERRORS:
+        raise InputError(
+            f"unknown encoding errors mode {shorten(repr(encoding_errors))}; choose "
+            f"{' or '.join(ENCODING_ERRORS)}"
+        )
     if span is not None:
         fmt = detect_format(path) if fmt == "auto" else fmt
-        if fmt not in SPLITTABLE_FORMATS or encoding != "utf-8-sig":
+        if fmt not in SPLITTABLE_FORMATS or codec != "utf-8":
             raise ValueError(f"a {fmt} file in {encoding} can't be read in parts")
     with _open(path) if span is None else _open_plain(path) as raw:
         if fmt == "auto":
@@ -258,25 +356,20 @@ def read_records(
             if fmt == "parquet":
                 yield from _parquet(path, raw)
                 return
-            if span is None:
-                lines = io.TextIOWrapper(raw, encoding=encoding, newline="")
-                first = 1
-            else:
-                # utf-8, not utf-8-sig: span_lines leaves out the file's byte-order mark
-                # alone, not one that starts a later line.
-                lines = (line.decode("utf-8") for line in span_lines(raw, span[0], span[1]))
-                first = span[2]
+            lines = _lines(path, raw, codec, encoding, encoding_errors, span)
+            if fmt == "csv":
+                yield from csv_records(
+                    path, lines, csv_layout or CsvLayout(), id_field, text_field, encoding,
+                    report, on_replaced,
+                )  # fmt: skip
+                return
+            numbered = numbered_lines(
+                path, lines, encoding, report, on_replaced, 1 if span is None else span[2]
+            )
             if fmt == "jsonl":
-                yield from _jsonl(path, lines, report, first)
-            elif fmt == "csv":
-                yield from _csv(path, lines, report)
+                yield from _jsonl(path, numbered, report)
             else:
-                yield from _tsv(path, lines, id_field, text_field, report, first)
-        except UnicodeDecodeError as exc:
-            raise InputError(
-                f"{path}: is not valid {encoding} ({exc.reason} at byte {exc.start} of a block); "
-                "pass --encoding (e.g. --encoding latin-1) to read it"
-            ) from None
+                yield from tsv_records(path, numbered, id_field, text_field, report)
         except UnicodeError as exc:  # e.g. utf-16 without a byte-order mark
             raise InputError(
                 f"{path}: can't be read as {encoding} ({exc}); pass --encoding with the file's "
@@ -290,6 +383,25 @@ def read_records(
             raise InputError(
                 f"{path}: is a damaged or truncated zstd file ({exc}); re-create or re-download it"
             ) from None
+
+
+def _lines(
+    path: str,
+    raw: io.BufferedIOBase,
+    codec: str,
+    encoding: str,
+    errors: EncodingErrors,
+    span: Span | None,
+) -> Iterator[Line]:
+    """The lines of a text file (or of its ``span``), each decoded on its own when the
+    encoding allows it (see simindex.io.lines)."""
+    if span is not None:
+        # span_lines leaves out the file's byte-order mark alone, not one that starts a
+        # later line.
+        return decoded_lines(span_lines(raw, span[0], span[1]), codec, errors)
+    if ascii_compatible(codec):
+        return decoded_lines(byte_lines(raw, drop_bom=codec == "utf-8"), codec, errors)
+    return stream_lines(path, raw, codec, encoding, errors)
 
 
 def span_lines(raw: io.BufferedIOBase, start: int, stop: int) -> Iterator[bytes]:
@@ -323,7 +435,7 @@ def span_size(path: str, fmt: str, encoding: str) -> int | None:
     says why)."""
     try:
         fmt = detect_format(path) if fmt == "auto" else fmt
-        if fmt not in SPLITTABLE_FORMATS or _text_encoding(encoding) != "utf-8-sig":
+        if fmt not in SPLITTABLE_FORMATS or text_encoding(encoding) != "utf-8":
             return None
         with open(path, "rb") as raw:
             magic = raw.read(4)
@@ -342,20 +454,6 @@ def _open_plain(path: str) -> io.BufferedIOBase:
         raw.close()
         raise InputError(f"{path}: is compressed or not a regular file; it can't be read in parts")
     return raw
-
-
-def _text_encoding(encoding: str) -> str:
-    """The codec for --encoding; utf-8 reads past a byte-order mark (spreadsheets write one)."""
-    try:
-        info = codecs.lookup(encoding)
-    except LookupError:
-        info = None
-    if info is None or not getattr(info, "_is_text_encoding", True):
-        raise InputError(
-            f"unknown text encoding {encoding!r}; pass --encoding with e.g. utf-8, latin-1, "
-            "cp1252 or utf-16"
-        )
-    return "utf-8-sig" if info.name == "utf-8" else encoding
 
 
 def _open(path: str) -> io.BufferedIOBase:
@@ -457,8 +555,11 @@ def _raise(error: InputError) -> None:
     raise error
 
 
-def _jsonl(path: str, lines, report, first: int = 1) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(lines, start=first):
+def _jsonl(
+    path: str, lines: Iterable[tuple[int, str]], report: Callable[[InputError], None]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) of numbered JSON lines; blank lines are left out."""
+    for number, line in lines:
         if not line.strip():
             continue
         try:
@@ -477,33 +578,6 @@ def _jsonl(path: str, lines, report, first: int = 1) -> Iterator[tuple[int, dict
         yield number, record
 
 
-def _csv(path: str, lines, report) -> Iterator[tuple[int, dict[str, Any]]]:
-    csv.field_size_limit(sys.maxsize)
-    reader = csv.DictReader(lines, strict=True)
-    try:
-        for record in reader:
-            if None in record:
-                report(InputError(f"{path}:{reader.line_num}: more fields than the header has"))
-                continue
-            yield reader.line_num, record
-    except csv.Error as exc:
-        raise InputError(f"{path}:{reader.line_num}: malformed CSV ({exc})") from None
-
-
-def _tsv(
-    path: str, lines, id_field: str, text_field: str, report, first: int = 1
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(lines, start=first):
-        line = line.rstrip("\r\n")
-        if not line:
-            continue
-        external_id, tab, text = line.partition("\t")
-        if not tab or not external_id:
-            report(InputError(f"{path}:{number}: expected id<TAB>text with a non-empty id"))
-            continue
-        yield number, {id_field: external_id, text_field: text}
-
-
 def record_id(record: dict[str, Any], id_field: str) -> str:
     """The external id of a record as indexed (numbers become their decimal text)."""
     value = record.get(id_field)
@@ -516,7 +590,8 @@ def _document(
     for field in (id_field, text_field):
         if field not in record:
             raise InputError(
-                f"{path}:{number}: no {field!r} field (fields: {', '.join(map(str, record))}); "
+                f"{path}:{number}: no {field!r} field (fields: "
+                f"{shorten(', '.join(map(str, record)))}); "
                 "choose the fields with --id-field / --text-field"
             )
     external_id, text = record_id(record, id_field), record[text_field]

@@ -1,8 +1,10 @@
 """Records out: CSV, JSON lines, id<TAB>text or Parquet, to a file or standard output.
 
-The format follows the file name (:func:`output_format`). Files are written atomically
-(simindex.io.outputs): a failed or killed write leaves no partial file. Parquet is written in
-row groups, so memory stays bounded by the group size.
+The format follows the file name (:func:`output_format`). Every format reads back through
+simindex.io.readers as written: CSV is quoted where needed, id<TAB>text escaped as
+simindex.io.delimited says. Files are written atomically (simindex.io.outputs): a failed or
+killed write leaves no partial file. Parquet is written in row groups, so memory stays
+bounded by the group size.
 """
 
 from __future__ import annotations
@@ -17,22 +19,30 @@ from itertools import islice
 from typing import IO, Any, BinaryIO
 
 from simindex.errors import InputError
+from simindex.io.delimited import tsv_escape
+from simindex.io.lines import shorten
 from simindex.io.outputs import atomic_output
-from simindex.io.readers import format_of_name
+from simindex.io.readers import format_of_name, name_suffix
 
 FORMATS = ("csv", "jsonl", "tsv", "parquet")
 _PARQUET_ROWS = 50_000
 
 
 def output_format(path: str | None, fmt: str | None, default: str) -> str:
-    """The format to write: the file name's (.csv, .jsonl, .parquet ...; .gz looked through),
-    unless ``fmt`` is given; a name that says another format than ``fmt`` is an error.
-    ``default`` when neither says (standard output, or an unknown extension)."""
+    """The format to write: the file name's (.csv, .jsonl, .tsv, .parquet ...; .gz and .zst
+    looked through), unless ``fmt`` is given; ``default`` when neither says (standard
+    output, or a name without a suffix). InputError for a name that says another format
+    than ``fmt``, or, without ``fmt``, a suffix that is no format (``pairs.xlsx``)."""
     named = format_of_name(path) if path else None
     if fmt and named and fmt != named:
         raise InputError(
             f"{path}: the name says {named} but --format says {fmt}; rename the file or drop "
             "--format"
+        )
+    if not fmt and not named and path and name_suffix(path):
+        raise InputError(
+            f"{path}: can't write a {shorten(name_suffix(path), 20)} file: name the output "
+            ".csv, .jsonl, .tsv or .parquet (.gz or .zst compresses the text formats)"
         )
     return fmt or named or default
 
@@ -47,9 +57,15 @@ def write_records(
 ) -> int:
     """Write records (dicts; ``fields`` gives the CSV/Parquet columns) and return how many.
     No path: standard output (not for Parquet). A path ending in .gz or .zst is
-    compressed (text formats). tsv writes ``record[id_field]<TAB>record[text_field]``."""
+    compressed (text formats). tsv writes ``record[id_field]<TAB>record[text_field]``,
+    escaped (InputError when ``fields`` lack them)."""
     if fmt not in FORMATS:
         raise InputError(f"unknown output format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    if fmt == "tsv" and not {id_field, text_field} <= set(fields):
+        raise InputError(
+            f"id<TAB>text (tsv) holds {id_field!r} and {text_field!r}, these records have "
+            f"{shorten(', '.join(fields))}; write csv, jsonl or parquet"
+        )
     if fmt == "parquet":
         if path is None:
             raise InputError("Parquet needs an output file: pass -o FILE.parquet")
@@ -65,7 +81,9 @@ def write_records(
             elif fmt == "jsonl":
                 stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
             else:
-                stream.write(f"{record[id_field]}\t{record[text_field]}\n")
+                stream.write(
+                    f"{tsv_escape(str(record[id_field]))}\t{tsv_escape(record[text_field])}\n"
+                )
             count += 1
     return count
 

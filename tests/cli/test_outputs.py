@@ -20,6 +20,7 @@ import zstandard
 from simindex import Index
 from simindex.cli import app
 from simindex.errors import DatabaseError
+from simindex.io.readers import read_documents
 from tests.cli.test_cli import run, runner
 from tests.conftest import NEWS
 
@@ -56,8 +57,9 @@ def test_no_output_may_be_an_input_another_output_or_the_database(tmp_path):
         (["dedup", str(source), "-o", str(tmp_path / "hard.jsonl")], "is also the input"),
         (["dedup", str(source), "-o", str(tmp_path / "soft.jsonl")], "is also the input"),
         (["dedup", str(source), "-o", kept, "--dropped", kept], "is also the output"),
-        (["export", "--db", str(db), "-o", str(db)], "is also the database file"),
-        (["export", "--db", str(db), "-o", f"{db}-wal"], "is also the database file"),
+        # --format: a name with no output format's suffix is refused for that first.
+        (["export", "--db", str(db), "-o", str(db), "--format", "csv"], "is also the database"),
+        (["export", "--db", str(db), "-o", f"{db}-wal", "--format", "csv"], "is also the database"),
         (["report", "--db", str(db), "-o", str(db)], "is also the database file"),
         (
             ["ingest", str(source), "--db", str(db), "--on-error", "skip", "--error-log", str(db)],
@@ -227,6 +229,20 @@ def test_dedup_keeps_parquet_as_parquet_from_a_file_stdin_or_shards(tmp_path):
     assert ids == kept.column("id").to_pylist()
 
 
+def test_dedup_output_in_every_format_reads_back_and_dedups_to_itself(tmp_path):
+    source = tmp_path / "in.jsonl"
+    tricky = {"id": "multi\tline", "text": 'a story\nover "lines"\r\twith a \\ backslash'}
+    source.write_text(NEWS.read_text() + json.dumps(tricky) + "\n")
+    wanted = None
+    for name in ("kept.tsv", "kept.csv", "kept.jsonl", "kept.parquet"):
+        run("dedup", str(source), "-o", str(tmp_path / name))
+        kept = [d[:2] for d in read_documents(str(tmp_path / name))]
+        assert kept == (wanted := wanted or kept) and (tricky["id"], tricky["text"]) in kept
+        again = str(tmp_path / f"again-{name}")
+        run("dedup", str(tmp_path / name), "-o", again, "--dropped", f"{again}.dropped.csv")
+        assert [d[:2] for d in read_documents(again)] == kept
+
+
 def test_dedup_keeps_records_it_cannot_sign_and_says_how_many(tmp_path):
     source = tmp_path / "in.jsonl"
     source.write_text(NEWS.read_text() + json.dumps({"id": "blank", "text": " \n "}) + "\n")
@@ -311,3 +327,20 @@ def test_export_format_follows_the_name_and_clusters_say_rows_and_clusters(tmp_p
     )
     _one_error(conflict, "the name says parquet but --format says csv")
     assert not (tmp_path / "x.parquet").exists()
+
+
+def test_export_to_a_name_with_no_output_format_is_an_error_naming_the_formats(tmp_path):
+    db = str(tmp_path / "v.db")
+    run("ingest", str(NEWS), "--db", db)
+    run("pairs", "--db", db, "--top", "0")
+    _one_error(
+        run("export", "--db", db, "-o", str(tmp_path / "pairs.xlsx"), ok=False),
+        "pairs.xlsx: can't write a .xlsx file: name the output .csv, .jsonl, .tsv or .parquet",
+    )
+    assert not (tmp_path / "pairs.xlsx").exists()
+    run("export", "--db", db, "-o", str(tmp_path / "pairs.xlsx"), "--format", "csv")
+    assert (tmp_path / "pairs.xlsx").read_text().startswith("id_a,id_b,")
+    _one_error(
+        run("export", "--db", db, "-o", str(tmp_path / "pairs.tsv"), ok=False),
+        "id<TAB>text (tsv) holds 'id' and 'text'",
+    )

@@ -4,6 +4,7 @@ the same ids, same signatures, same query answers, pairs and clusters; and it re
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -229,7 +230,8 @@ def test_the_command_ingests_shards_as_ingest_does(spark, pg_url, corpus, tmp_pa
     assert table_rows(pg_url, "spark", "SELECT count(*) FROM documents") == [(60,)]
 
     (shards / "part-3.jsonl").unlink()  # a file that can't be read fails the job
-    (shards / "part-4.jsonl").write_bytes(b'{"id": "z", "text": "\xff"}\n')  # not UTF-8
+    # A truncated gzip file (bytes not in UTF-8 spoil only their record: readers.py).
+    (shards / "part-4.jsonl").write_bytes(gzip.compress(b'{"id": "z", "text": "t"}\n' * 99)[:-9])
     result = runner.invoke(
         app, ["spark", "ingest", str(shards), "--db", pg_url, "--schema", "spark"]
     )

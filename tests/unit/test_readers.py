@@ -179,11 +179,14 @@ def test_a_json_line_writes_nan_and_it_is_refused_with_its_line(tmp_path):
 def test_output_format_follows_the_name_unless_given_and_a_conflict_is_an_error():
     assert output_format("p.parquet", None, "csv") == "parquet"
     assert output_format("p.jsonl.gz", None, "csv") == "jsonl"
-    assert output_format("p.out", None, "tsv") == "tsv"
+    assert output_format("p", None, "tsv") == "tsv"
     assert output_format(None, None, "csv") == "csv"
     assert output_format("p.out", "jsonl", "csv") == "jsonl"
     with pytest.raises(InputError, match="the name says parquet but --format says csv"):
         output_format("x.parquet", "csv", "csv")
+    with pytest.raises(InputError, match=r"pairs.xlsx: can't write a .xlsx file: name the "
+                       r"output .csv, .jsonl, .tsv or .parquet"):  # fmt: skip
+        output_format("pairs.xlsx", None, "csv")
 
 
 def test_an_output_may_not_be_an_input_another_output_or_the_database(tmp_path):
