@@ -40,7 +40,7 @@ def evaluate(
         active = ctx.active_banding(connection)
         documents = ctx.store.document_count(connection)
         ids = ctx.store.sample_document_ids(connection, sample, seed)
-        signatures, texts, names = sample(ctx, connection, ids)
+        signatures, texts, names = sampled_documents(ctx, connection, ids)
     return evaluate_sample(
         signatures,
         texts,
@@ -79,7 +79,7 @@ def estimate_candidates(
     return estimate_candidates(sigs, documents, bandings)
 
 
-def sample(
+def sampled_documents(
     ctx: Context, connection: Connection, ids: np.ndarray
 ) -> tuple[np.ndarray, list[str] | None, list[str]]:
     """The stored signatures, texts (None when not kept) and external ids of document
