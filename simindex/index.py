@@ -24,16 +24,24 @@ from simindex.defaults import (
     DEFAULT_SAMPLE,
     DEFAULT_THRESHOLD,
 )
-from simindex.errors import NoIndexError, ParameterError, SpecMismatchError
 from simindex.io.readers import DEFAULT_MAX_CHARS
-from simindex.local import bandings, clusters, evaluation, ingest, pairs, query, removal, stats
+from simindex.local import (
+    bandings,
+    clusters,
+    evaluation,
+    ingest,
+    lifecycle,
+    pairs,
+    query,
+    removal,
+    stats,
+)
 from simindex.local.common import VERIFY_TEXT_BYTES
 from simindex.local.context import Context
 from simindex.local.ingest import BATCH_TEXT_CHARS, Document, OnDuplicate, OnEmpty
 from simindex.local.pairs import ESTIMATED_PAIRS
 from simindex.local.query import QUERY_TEXT_CANDIDATES
 from simindex.local.schema import schema_revision, upgrade_schema
-from simindex.pipeline import banding as lsh
 from simindex.results import (
     AddResult,
     ClusterMember,
@@ -45,7 +53,7 @@ from simindex.results import (
     StoredDocument,
 )
 from simindex.spec import SignatureSpec
-from simindex.store import DEFAULT_LOCK_TIMEOUT, StagedLoad, StagedMove, Store, connect, display_url
+from simindex.store import DEFAULT_LOCK_TIMEOUT, StagedLoad, StagedMove, Store, display_url
 
 if TYPE_CHECKING:
     from simindex.pipeline.cluster import Rule
@@ -119,34 +127,10 @@ class Index:
         completed, and ``completed_half_created`` is True. Writers wait for each other up
         to ``lock_timeout`` seconds.
         """
-        spec = spec or SignatureSpec()
-        if not 0 < threshold <= 1:
-            raise ParameterError(f"threshold must be within (0, 1], got {threshold}")
-        if (bands is None) != (rows is None):
-            raise ParameterError("give both bands and rows, or neither (to tune for the threshold)")
-        if bands is None:
-            bands, rows = lsh.banding_for(spec.num_perm, threshold)
-        lsh.check_banding(bands, rows, spec.num_perm)
-        store = connect(url, schema, lock_timeout)
-        try:
-            state = store.current_state()
-            if state == "index":
-                raise store.already_an_index()
-            from importlib.metadata import version
-
-            settings = {
-                **spec.to_dict(),
-                "keep_text": keep_text,
-                "threshold": threshold,
-                "created_by": f"simindex {version('simindex')}",
-            }
-            context = Context(store, settings, (bands, rows), state == "half-created")
-            if not deferred:
-                with context.transaction(write=True):
-                    pass
-        except BaseException:
-            store.close()
-            raise
+        context = lifecycle.create(
+            url, spec, threshold=threshold, bands=bands, rows=rows, keep_text=keep_text,
+            schema=schema, lock_timeout=lock_timeout, deferred=deferred,
+        )  # fmt: skip
         return cls(_context=context)
 
     @classmethod
@@ -161,29 +145,7 @@ class Index:
         missing SQLite file (it is not created) or a database with no index or half an index
         (NoIndexError: Index.create makes or completes one), and one whose schema is not
         this version's (SchemaVersionError). See create for ``lock_timeout``."""
-        from simindex.store import migrate
-
-        store = connect(url, schema, lock_timeout, must_exist=True)
-        try:
-            with store.transaction() as connection:
-                state = store.index_state(connection)
-                if state == "none":
-                    raise NoIndexError(
-                        f"{store.describe()} holds no simindex index; create one with "
-                        "Index.create(url)"
-                    )
-                if state == "half-created":
-                    raise NoIndexError(
-                        f"{store.describe()} holds a half-created simindex index (a schema "
-                        "but no settings and no documents, left by an older simindex); "
-                        "Index.create(url) completes it"
-                    )
-                migrate.check_current(connection)
-                settings = store.read_settings(connection)
-        except BaseException:
-            store.close()
-            raise
-        return cls(_context=Context(store, settings))
+        return cls(_context=lifecycle.open_index(url, schema=schema, lock_timeout=lock_timeout))
 
     @classmethod
     def open_or_create(
@@ -198,22 +160,10 @@ class Index:
         that is created in the same transaction as its first add(): if that fails, no index
         is left behind. Returns (index, created). An existing index of another scheme than
         ``create_options["spec"]``'s is refused (SpecMismatchError): schemes never mix."""
-        store = connect(url, schema, lock_timeout)
-        try:
-            exists = store.current_state() == "index"
-        finally:
-            store.close()
-        where = {"schema": schema, "lock_timeout": lock_timeout}
-        if not exists:
-            return cls.create(url, **where, **create_options, deferred=True), True
-        index = cls.open(url, **where)
-        if spec := create_options.get("spec"):
-            try:
-                index.spec.require_scheme(spec.scheme)
-            except SpecMismatchError:
-                index.close()
-                raise
-        return index, False
+        context, created = lifecycle.open_or_create(
+            url, schema=schema, lock_timeout=lock_timeout, **create_options
+        )
+        return cls(_context=context), created
 
     def close(self) -> None:
         self._context.store.close()
@@ -480,15 +430,11 @@ class Index:
         """New staging tables ``name``_* for load_bandings() (store.StagedLoad), which
         writers outside this process fill (store.staged_part); StagedLoad.drop removes them.
         PostgreSQL only."""
-        store = self._context.store
-        staged = store.staged_load(name, self.load_bandings())
-        with store.errors(), store.engine.begin() as connection:
-            staged.create(connection)
-        return staged
+        return lifecycle.staged_load(self._context, name)
 
     @contextmanager
     def load_transaction(self, staged: StagedLoad) -> Iterator[StagedMove]:
         """A write transaction of the index in which ``staged`` is moved in (a deferred
         index is created in it first)."""
-        with self._context.transaction(write=True) as connection:
-            yield StagedMove(self._context.store, connection, staged)
+        with lifecycle.load_transaction(self._context, staged) as mover:
+            yield mover

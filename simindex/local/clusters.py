@@ -183,6 +183,6 @@ def text_spans(
     ctx: Context, connection: Connection, a: np.ndarray, b: np.ndarray, text_bytes: int
 ) -> Iterator[tuple[int, int]]:
     """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
-    ``text_bytes`` (see _pair_spans), their sizes read on ``connection``."""
+    ``text_bytes`` (see pair_spans), their sizes read on ``connection``."""
     ids = pair_documents(a, b)
     return pair_spans(a, b, ids, document_bytes(ctx, connection, ids), text_bytes)

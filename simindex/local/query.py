@@ -117,7 +117,7 @@ def plausible_candidates(
     found: dict[int, tuple[str | None, str | None, bytes]],
     floor: float,
 ) -> tuple[np.ndarray, bool]:
-    """The sorted ids of a query's candidates (``found``, see _bucket_members) whose
+    """The sorted ids of a query's candidates (``found``, see bucket_members) whose
     estimate against the query's ``signature`` is at least ``floor`` (verify.estimate_floor,
     as `pairs` rules pairs out; without kept text the threshold: the estimate is the
     verdict), and whether all of them are still there. Those ``found`` holds without their

@@ -39,8 +39,8 @@ from simindex.errors import (
     ParameterError,
     SimindexError,
 )
-from simindex.index import Index
 from simindex.io.readers import DEFAULT_MAX_CHARS, record_metadata
+from simindex.local import lifecycle
 from simindex.pipeline import stages
 from simindex.spec import SignatureSpec
 from simindex.store import StagedMove, StagedPart, database_url, staged_part
@@ -121,27 +121,29 @@ def ingest(
             "takes one writer at a time; use `simindex ingest` for SQLite"
         )
     spec = None if scheme is None else SignatureSpec(scheme=scheme)
-    index, created = Index.open_or_create(
+    context, created = lifecycle.open_or_create(
         url, schema=schema, lock_timeout=lock_timeout, spec=spec, **create_options
     )
-    with index:
-        bandings = index.load_bandings()
-        staged = index.staged_load(f"simindex_load_{uuid.uuid4().hex[:12]}")
+    try:
+        bandings = context.load_bandings()
+        staged = lifecycle.staged_load(context, f"simindex_load_{uuid.uuid4().hex[:12]}")
         try:
             stage = _stage_partition(
-                url, schema, staged.name, index.spec, bandings, index.keep_text, max_chars,
+                url, schema, staged.name, context.spec, bandings, context.keep_text, max_chars,
                 prepare,
             )  # fmt: skip
             job_started = time.perf_counter()
             parts = _run(dataframe.mapInArrow(stage, "part INT, rows BIGINT"))
             move_started = time.perf_counter()
-            with index.load_transaction(staged) as mover:
+            with lifecycle.load_transaction(context, staged) as mover:
                 report = _move(
                     mover, bandings, created, len(parts), on_duplicate, on_empty, on_error
                 )
             moved = time.perf_counter()
         finally:
             staged.drop()
+    finally:
+        context.store.close()
     return IngestReport(
         **report,
         created=created,

@@ -229,7 +229,7 @@ class DocumentsSQL:
         """Bytes of stored text (0 when not kept) of each of the sorted document ids."""
         among, params = self._among(ids.tolist(), "BIGINT")
         size = self.text_bytes_sql
-        statement = (  # one row of aggregates, as in _selected_signatures
+        statement = (  # one row of aggregates, as in utf8_rows
             f"SELECT {self.listed('id')}, {self.listed(f'coalesce({size}, 0)')} "
             f"FROM documents WHERE id {among}"
         )

@@ -103,7 +103,7 @@ class PairsSQL:
         represents."""
         # The asked ids drive the join (SQLite's CROSS JOIN keeps this order), each found
         # through external_id's index: else SQLite scans every cluster row once per call,
-        # which made `dedup` quadratic (benchmarks/RESULTS.md, 2026-11-24 05:38-07:15).
+        # which makes `dedup` quadratic.
         wanted, params = self._rows_source({"external_id": external_ids}, "TEXT")
         rows = connection.execute(
             sa.text(
@@ -230,8 +230,7 @@ def similarity_cut(
     """The similarity of the ``limit``-th stored pair (limit >= 1) from the best end, or the
     weakest, among those >= threshold; None when there are fewer. Read from the pairs alone,
     so a query of the pairs up to it joins and sorts those only (ties at the cut included),
-    not every stored pair with its external ids: the ten best of 52,301 pairs in 0.013-0.019 s
-    instead of 0.22-0.28 s (benchmarks/bench_best_pairs.py, RESULTS.md 2026-11-24 23:57 UTC)."""
+    not every stored pair with its external ids."""
     similarity = func.coalesce(pairs.c.exact_jaccard, pairs.c.estimated_jaccard)
     query = select(similarity).where(pairs.c.banding_id == banding_id)
     if threshold is not None:

@@ -192,7 +192,7 @@ class SQLiteStore(Store):
     def after_write(self) -> None:
         """After a large write to SQLite: its WAL file holds every page the transaction wrote
         (gigabytes for millions of documents), and each pooled connection keeps the WAL's
-        index mapped (17 MB at 4M documents, counted in the process's memory). Close the
+        index mapped (counted in the process's memory). Close the
         pooled connections: the mappings go, and the last connection to the database (unless
         another process has it open) copies the WAL into it and removes the file. Never waits
         for another process's readers, as a checkpoint that truncates would."""
