@@ -4,33 +4,12 @@ The public names load on first use (PEP 562), so importing a light submodule (th
 ``--help``) does not load numba, NumPy or SQLAlchemy.
 """
 
-import os
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-# The parallel kernels run on numba's OpenMP threads, whose default is to spin for a while
-# after each parallel loop: between a batch's kernels they burned the CPU that the database
-# work (SQLite runs in this process) and the next batch needed, and a batch signed in parts
-# paid it per part. Set before OpenMP loads (a user's own setting wins).
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-# Arrow's buffers come and go batch by batch; its default allocator (mimalloc) keeps freed
-# ones resident through an ingest, the C library's returns them (peak RSS per command:
-# benchmarks/bench_scale.py). Set before pyarrow
-# loads (a user's own setting, or a pyarrow loaded earlier, wins).
-os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-
 if TYPE_CHECKING:
     from simindex.errors import LowRecallWarning, SimindexError
-    from simindex.index import (
-        AddResult,
-        ClusterMember,
-        Index,
-        Match,
-        Pair,
-        PairsReport,
-        Removal,
-        StoredDocument,
-    )
+    from simindex.index import Index
     from simindex.pipeline.banding import (
         approx_threshold,
         band_keys,
@@ -41,18 +20,29 @@ if TYPE_CHECKING:
     )
     from simindex.pipeline.minhash import estimate_jaccard, signatures
     from simindex.pipeline.shingle import normalize, shingle_sets
+    from simindex.results import (
+        AddResult,
+        ClusterMember,
+        ClusterReport,
+        Match,
+        Pair,
+        PairsReport,
+        Removal,
+        StoredDocument,
+    )
     from simindex.spec import SignatureSpec
 
 _MODULES = {
-    "AddResult": "index",
-    "ClusterMember": "index",
+    "AddResult": "results",
+    "ClusterMember": "results",
+    "ClusterReport": "results",
     "Index": "index",
     "LowRecallWarning": "errors",
-    "Match": "index",
-    "Pair": "index",
-    "PairsReport": "index",
-    "Removal": "index",
-    "StoredDocument": "index",
+    "Match": "results",
+    "Pair": "results",
+    "PairsReport": "results",
+    "Removal": "results",
+    "StoredDocument": "results",
     "SignatureSpec": "spec",
     "SimindexError": "errors",
     "approx_threshold": "pipeline.banding",
@@ -69,6 +59,7 @@ _MODULES = {
 __all__ = [
     "AddResult",
     "ClusterMember",
+    "ClusterReport",
     "Index",
     "LowRecallWarning",
     "Match",

@@ -31,6 +31,11 @@ class DatabaseError(SimindexError):
     """The database can't be reached, or is not a simindex index that this version can use."""
 
 
+class NoIndexError(DatabaseError):
+    """There is no index to open (no database, or one without a complete index):
+    ``Index.create`` makes one."""
+
+
 class SchemaVersionError(DatabaseError):
     """The database schema is older or newer than this simindex's migrations."""
 

@@ -3,7 +3,7 @@
 When the candidate pairs of `pairs --full` name a large share of the index, looking their
 documents' signatures up a block at a time costs a random page read in the database per
 document and block; reading the signatures table once, in id order, into this file and
-taking them from the file costs one sequential pass (see Index._signature_pass).
+taking them from the file costs one sequential pass (see local.pairs.signature_pass).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from simindex.spec import SIGNATURE_DTYPE
 
 class SignatureFile:
     """Row i of the file holds the signature of document id ``first + i``, for the ids
-    ``first``..``last``: :meth:`write` the signatures of any of them, in any order, or let
-    another process write them (:meth:`take_written`), then :meth:`read` those written. Ids
+    ``first``..``last``: :meth:`write` the signatures of any of them, in any order, then
+    :meth:`read` those written. Ids
     never written (deleted documents) take no disk: the file is sparse. Which ids were
     written is kept in memory, a byte an id of the range."""
 
@@ -33,20 +33,6 @@ class SignatureFile:
         self._written = np.zeros(max(0, last - first + 1), dtype=np.bool_)
         self._file = tempfile.TemporaryFile()
         self._file.truncate(max(1, self._written.size * self.row_bytes))
-
-    def fileno(self) -> int:
-        """The file's descriptor, for another process to write rows into."""
-        return self._file.fileno()
-
-    def take_written(self) -> None:
-        """Learn which ids another process wrote, from the byte per id (1: written) that it
-        left after the rows; the bytes are then cut off."""
-        end = self._written.size * self.row_bytes
-        flags = os.pread(self.fileno(), self._written.size, end)
-        if len(flags) != self._written.size:
-            raise DatabaseError("the process that read the signatures left no list of them")
-        self._written = np.frombuffer(flags, np.uint8).astype(np.bool_)
-        self._file.truncate(max(1, end))
 
     def write(self, ids: np.ndarray, signatures: np.ndarray) -> None:
         """Keep the signatures (uint32 (n, num_perm)) of the ids in the file's range; others

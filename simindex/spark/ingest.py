@@ -2,7 +2,7 @@
 
 Each task signs its partition with :func:`simindex.pipeline.stages.sign` (what ``Index.add`` runs)
 and loads the documents, signatures and band keys of every complete banding by binary COPY
-from the task, through psycopg, into staging tables (store.StagedLoad): one transaction per
+from the task, through psycopg, into staging tables (store.StagedLoad, store.staged_part): one transaction per
 partition, which a retried or speculative attempt of the partition finds done and skips, so
 every document is staged once, under the same staging id. Then the driver, in one write
 transaction of the index (the first, for a new index, so that it is created with its
@@ -39,11 +39,11 @@ from simindex.errors import (
     ParameterError,
     SimindexError,
 )
-from simindex.index import Index
 from simindex.io.readers import DEFAULT_MAX_CHARS, record_metadata
+from simindex.local import lifecycle
 from simindex.pipeline import stages
 from simindex.spec import SignatureSpec
-from simindex.store import StagedLoad, Store, create_engine, database_url
+from simindex.store import StagedMove, StagedPart, database_url, staged_part
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -121,28 +121,29 @@ def ingest(
             "takes one writer at a time; use `simindex ingest` for SQLite"
         )
     spec = None if scheme is None else SignatureSpec(scheme=scheme)
-    index, created = Index.open_or_create(
+    context, created = lifecycle.open_or_create(
         url, schema=schema, lock_timeout=lock_timeout, spec=spec, **create_options
     )
-    with index:
-        bandings = index.load_bandings()
-        staged = index.staged_load(f"simindex_load_{uuid.uuid4().hex[:12]}")
+    try:
+        bandings = context.load_bandings()
+        staged = lifecycle.staged_load(context, f"simindex_load_{uuid.uuid4().hex[:12]}")
         try:
             stage = _stage_partition(
-                url, schema, staged.name, index.spec, bandings, index.keep_text, max_chars,
+                url, schema, staged.name, context.spec, bandings, context.keep_text, max_chars,
                 prepare,
             )  # fmt: skip
             job_started = time.perf_counter()
             parts = _run(dataframe.mapInArrow(stage, "part INT, rows BIGINT"))
             move_started = time.perf_counter()
-            with index.load_transaction() as (store, connection):
+            with lifecycle.load_transaction(context, staged) as mover:
                 report = _move(
-                    store, connection, staged, bandings, created, len(parts),
-                    on_duplicate, on_empty, on_error,
-                )  # fmt: skip
+                    mover, bandings, created, len(parts), on_duplicate, on_empty, on_error
+                )
             moved = time.perf_counter()
         finally:
             staged.drop()
+    finally:
+        context.store.close()
     return IngestReport(
         **report,
         created=created,
@@ -236,26 +237,21 @@ def _stage_partition(
         from pyspark import TaskContext
 
         part = TaskContext.get().partitionId()
-        store = Store(create_engine(database_url(url), schema), schema)
-        staged = store.staged_load(name, bandings)
         task_spec = SignatureSpec.from_dict(spec_values)
         rows = 0
-        try:
-            with store.engine.connect() as connection, connection.begin():
-                if staged.claim(connection, part):
-                    for batch in prepare(batches) if prepare else batches:
-                        rows += _stage_batch(
-                            connection, staged, batch, (part << 32) + rows, task_spec,
-                            bandings, keep_text, max_chars, ingested_at,
-                        )  # fmt: skip
-                        if rows >= MAX_PART_ROWS:
-                            raise InputError(
-                                f"a partition holds {rows:,} documents or more: repartition "
-                                f"the input into partitions of fewer than {MAX_PART_ROWS:,}"
-                            )
-                    staged.finish_part(connection, part, rows)
-        finally:
-            store.engine.dispose()
+        with staged_part(url, schema, name, bandings, part) as staging:
+            if staging.claim():
+                for batch in prepare(batches) if prepare else batches:
+                    rows += _stage_batch(
+                        staging, batch, (part << 32) + rows, task_spec, bandings, keep_text,
+                        max_chars, ingested_at,
+                    )  # fmt: skip
+                    if rows >= MAX_PART_ROWS:
+                        raise InputError(
+                            f"a partition holds {rows:,} documents or more: repartition "
+                            f"the input into partitions of fewer than {MAX_PART_ROWS:,}"
+                        )
+                staging.finish(rows)
         yield pa.RecordBatch.from_pydict(
             {"part": pa.array([part], pa.int32()), "rows": pa.array([rows], pa.int64())}
         )
@@ -264,8 +260,7 @@ def _stage_partition(
 
 
 def _stage_batch(
-    connection: Any,
-    staged: StagedLoad,
+    staging: StagedPart,
     batch: pa.RecordBatch,
     first_id: int,
     spec: SignatureSpec,
@@ -285,9 +280,7 @@ def _stage_batch(
     )
     if not pc.all(good).as_py():
         bad = pc.invert(good)
-        staged.reject(
-            connection, signed["id"].filter(bad).to_pylist(), problems.filter(bad).to_pylist()
-        )
+        staging.reject(signed["id"].filter(bad).to_pylist(), problems.filter(bad).to_pylist())
         signed, batch = signed.filter(good), batch.filter(good)
     n = signed.num_rows
     if not n:
@@ -305,14 +298,12 @@ def _stage_batch(
         "ingested_at": ingested_at,
     }
     keys = {b: stages.band_keys_array(signed, b) for b in bandings}
-    staged.write(connection, np.arange(first_id, first_id + n, dtype=np.int64), columns, sigs, keys)
+    staging.write(np.arange(first_id, first_id + n, dtype=np.int64), columns, sigs, keys)
     return n
 
 
 def _move(
-    store: Store,
-    connection: Any,
-    staged: StagedLoad,
+    mover: StagedMove,
     bandings: dict[int, tuple[int, int]],
     created: bool,
     partitions: int,
@@ -321,20 +312,20 @@ def _move(
     on_error: str,
 ) -> dict[str, Any]:
     """The driver's transaction: check what was staged, move it into the index."""
-    complete = [b for b in store.bandings(connection) if b["state"] == "complete"]
+    complete = mover.complete_bandings()
     if created:  # the banding just created with the index takes the staged keys of 0
-        targets = {0: complete[0]["id"]}
+        targets = {0: next(iter(complete))}
     else:
-        if {b["id"]: (b["bands"], b["rows"]) for b in complete} != bandings:
+        if complete != bandings:
             raise SimindexError(
                 "the index's bandings changed while the Spark job ran (a re-band?): run the "
                 "ingest again; the index is unchanged"
             )
         targets = {b: b for b in bandings}
-    loaded = len(staged.parts(connection))
+    loaded = len(mover.parts())
     if loaded != partitions:  # a Spark task reported success without loading: a bug
         raise RuntimeError(f"{loaded} of {partitions} partitions were staged")
-    malformed, empty, rejected = staged.rejected(connection, EXAMPLES)
+    malformed, empty, rejected = mover.rejected(EXAMPLES)
     if malformed and on_error == "fail":
         external_id, problem = rejected[0]
         raise InputError(
@@ -347,7 +338,7 @@ def _move(
             f"document {first!r} has no text after normalization ({empty:,} such "
             "document(s)); remove it, or pass --on-empty skip / on_empty='skip'"
         )
-    repeated, indexed, examples = staged.duplicates(connection, EXAMPLES)
+    repeated, indexed, examples = mover.duplicates(EXAMPLES)
     skipped = 0
     if repeated or indexed:
         if on_duplicate == "fail":
@@ -356,15 +347,11 @@ def _move(
                 f"already indexed, {repeated:,} repeated in the input); pass --on-duplicate "
                 "skip / on_duplicate='skip' to keep the first copy"
             )
-        skipped = staged.skip_duplicates(connection)
-    added = staged.move(connection)
-    for staged_banding, banding_id in targets.items():
-        writer = store.band_key_writer(connection, banding_id, bulk=True)
-        writer.insert_staged(staged.band_keys(staged_banding))
-        writer.finish()
+        skipped = mover.skip_duplicates()
+    added = mover.move(targets)
     return {
         "added": added,
-        "total": store.document_count(connection),
+        "total": mover.document_count(),
         "skipped_existing": skipped,
         "skipped_empty": empty,
         "skipped_malformed": malformed,

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
+import simindex.local.pairs
 import simindex.pipeline.candidates
 import simindex.pipeline.cluster
 import simindex.pipeline.runs
@@ -47,7 +48,7 @@ def test_batches_cut_by_text_store_the_same_signatures(db_url, news, tmp_path, m
     whole = f"sqlite:///{tmp_path / 'whole.db'}"
     with Index.create(whole) as index:
         index.add(news)
-    monkeypatch.setattr("simindex.index.BATCH_TEXT_CHARS", 700)  # ~1-3 stories a batch
+    monkeypatch.setattr("simindex.local.ingest.BATCH_TEXT_CHARS", 700)  # ~1-3 stories a batch
     with Index.create(db_url) as index:
         batches = []
         index.add(news, batch_size=40, progress=batches.append)
@@ -78,9 +79,7 @@ def test_chunked_verification_stores_the_same_pairs(db_url, news, tmp_path):
     assert chunked.candidates == whole.candidates and chunked.pairs == whole.pairs == 30
 
 
-@pytest.mark.parametrize(
-    "run", ["full", "incremental-looked-up", "incremental-scanned"], ids=lambda run: run
-)
+@pytest.mark.parametrize("run", ["full", "incremental"])
 def test_verification_reads_signatures_ahead_on_a_second_connection(
     db_url, news, tmp_path, monkeypatch, run
 ):
@@ -89,20 +88,15 @@ def test_verification_reads_signatures_ahead_on_a_second_connection(
     pairs stored are those of an index that read them in one block. On PostgreSQL, a full
     rebuild's signatures come instead from one pass over them in id order, 7 at a time, on
     that connection in a thread of its own (made while the buckets are grouped), into a file;
-    so do an incremental run's when its candidates name many documents (forced here).
-    SQLite's full rebuild has a second process write them into the file (see
-    tests/db/test_sqlite_processes.py), and its incremental runs look them up."""
+    elsewhere, and for an incremental run, they are looked up."""
     other = f"sqlite:///{tmp_path / 'whole.db'}"
     with Index.create(other, threshold=0.5) as index:
         index.add(news)
         index.find_pairs()
         expected = _stored(index)
     readers, writers, scans = [], [], []
-    signatures_of, signature_chunks, insert_pairs = (
-        simindex.store.Store.signatures_of,
-        simindex.store.Store.signature_chunks,
-        simindex.store.Store.insert_pairs,
-    )
+    signatures_of = simindex.store.Store.signatures_of
+    signature_chunks = simindex.store.Store.signature_chunks
 
     def reading(self, connection, ids, num_perm):
         readers.append((connection.connection.dbapi_connection, threading.get_ident()))
@@ -116,16 +110,19 @@ def test_verification_reads_signatures_ahead_on_a_second_connection(
                 )
             yield ids, sigs
 
-    def storing(self, connection, *args):
-        writers.append(connection.connection.dbapi_connection)
-        return insert_pairs(self, connection, *args)
+    def storing(insert_pairs):
+        def store(self, connection, *args):
+            writers.append(connection.connection.dbapi_connection)
+            return insert_pairs(self, connection, *args)
+
+        return store
 
     monkeypatch.setattr(simindex.store.Store, "signatures_of", reading)
     monkeypatch.setattr(simindex.store.Store, "signature_chunks", scanning)
-    monkeypatch.setattr(simindex.store.Store, "insert_pairs", storing)
-    monkeypatch.setattr("simindex.index.ESTIMATED_PAIRS", 2)
-    monkeypatch.setattr("simindex.index.SCAN_SHARE", 0.0 if run.endswith("scanned") else 2.0)
-    monkeypatch.setattr("simindex.index.SCAN_ROWS", 7)
+    for backend in (simindex.store.SQLiteStore, simindex.store.PostgresStore):
+        monkeypatch.setattr(backend, "insert_pairs", storing(backend.insert_pairs))
+    monkeypatch.setattr("simindex.local.pairs.ESTIMATED_PAIRS", 2)
+    monkeypatch.setattr("simindex.local.pairs.SIGNATURE_PASS_ROWS", 7)
     with Index.create(db_url, threshold=0.5) as index:
         if run != "full":  # the first half's pairs, then the run measured: the second's
             index.add(news[: len(news) // 2])
@@ -136,14 +133,11 @@ def test_verification_reads_signatures_ahead_on_a_second_connection(
         assert report.incremental == (run != "full")
         assert _stored(index) == pytest.approx(expected, abs=1e-12)
     assert len(expected) == 30 and report.pairs > 0 and writers
-    if run == "full" and db_url.startswith("sqlite"):  # by a second process, into the file
-        assert not readers and not scans
-    elif run != "incremental-looked-up" and db_url.startswith("postgresql"):
+    if run == "full" and db_url.startswith("postgresql"):
         assert not readers and max(n for _, _, n in scans) == 7
         assert len(news) >= sum(n for _, _, n in scans) > len(scans) * 6  # all but the last full
         assert {c for c, _, _ in scans}.isdisjoint(writers)
-        in_main = threading.get_ident() in {thread for _, thread, _ in scans}
-        assert in_main == (run == "incremental-scanned")  # a full rebuild's pass: a thread
+        assert threading.get_ident() not in {thread for _, thread, _ in scans}
     else:
         assert not scans and len(readers) >= report.candidates // 2
         assert {c for c, _ in readers}.isdisjoint(writers)
@@ -297,7 +291,7 @@ def test_clusters_in_text_chunks_and_the_duplicates_dedup_drops(db_url, news, mo
         index.find_pairs()
         index.cluster()
         whole = list(index.clusters())
-        monkeypatch.setattr("simindex.index.VERIFY_TEXT_BYTES", 1)  # one member per chunk
+        monkeypatch.setattr("simindex.local.clusters.VERIFY_TEXT_BYTES", 1)  # one member per chunk
         assert list(index.clusters()) == whole
         members = [m.external_id for m in whole if not m.is_representative]
         representatives = [m.external_id for m in whole if m.is_representative]
@@ -337,9 +331,9 @@ def test_documents_and_band_keys_in_tiny_parts_go_in_sorted_and_whole(
 
     monkeypatch.setattr(simindex.store.BandKeyWriter, "write_rows", spy)
     # Every batch is a run of its own, and the merge reads one row of each run at a time.
-    monkeypatch.setattr(simindex.store, "BULK_SORT_MEMORY", 1)
-    monkeypatch.setattr(simindex.store, "_WRITE_ROWS", 5)
-    monkeypatch.setattr(simindex.store, "COPY_TEXT_CHARS", 1)  # a COPY part per document
+    monkeypatch.setattr(simindex.store.bandkeys, "BULK_SORT_MEMORY", 1)
+    monkeypatch.setattr(simindex.store.bandkeys, "WRITE_ROWS", 5)
+    monkeypatch.setattr(simindex.store.postgres, "COPY_TEXT_CHARS", 1)  # a COPY part per document
     with Index.create(db_url, threshold=0.5) as index:
         index.add(news, batch_size=7)
         index.find_pairs()
@@ -359,13 +353,13 @@ def test_pairs_the_estimate_rules_out_are_not_read_and_nothing_is_lost(db_url, n
     rules most out before their texts are read (simindex.pipeline.verify.estimate_floor), and the
     stored pairs are those of verifying every candidate exactly."""
     read = []
-    chunk_documents = Index._chunk_documents
+    chunk_documents = simindex.local.pairs.chunk_documents
 
-    def counting(self, connection, a, b, signed):
+    def counting(ctx, connection, a, b, signed):
         read.append(a.size)
-        return chunk_documents(self, connection, a, b, signed)
+        return chunk_documents(ctx, connection, a, b, signed)
 
-    monkeypatch.setattr(Index, "_chunk_documents", counting)
+    monkeypatch.setattr(simindex.local.pairs, "chunk_documents", counting)
     found = []
     with Index.create(db_url, threshold=0.8) as index:
         index.add(news)
@@ -416,10 +410,10 @@ def test_a_large_write_to_sqlite_leaves_no_wal_and_no_pooled_connection(
     path = tmp_path / "index.db"
     wal = tmp_path / "index.db-wal"
     with Index.create(path) as index:
-        index.add(news[:5])  # into an empty index: without the WAL (Store._without_wal)
+        index.add(news[:5])  # into an empty index: without the WAL (SQLiteStore.load_mode)
         index.add(news[5:10])
         assert wal.stat().st_size > 0 and index._store.engine.pool.checkedin() > 0
-        monkeypatch.setattr(simindex.store, "WAL_RELEASE_BYTES", 1)
+        monkeypatch.setattr(simindex.store.sqlite, "WAL_RELEASE_BYTES", 1)
         index.add(news[10:])
         assert not wal.exists()  # the last connection closed: SQLite removed it
         assert index._store.engine.pool.checkedin() == 0

@@ -17,10 +17,11 @@ from typer.testing import CliRunner
 
 from benchmarks.bench_reband_readers import PointQueries
 from simindex import Index
-from simindex import store as store_module
 from simindex.cli import app
 from simindex.errors import DatabaseError, ParameterError
-from simindex.store import DROP_LOCK_TIMEOUT_MS
+from simindex.store import DROP_LOCK_TIMEOUT_MS, urls
+from simindex.store import postgres as postgres_store
+from simindex.store import sqlite as sqlite_store
 
 runner = CliRunner()
 # A point query's own time is a few milliseconds; a reader held up by a DROP waits at most
@@ -31,7 +32,7 @@ LONGEST_QUERY = 2 * DROP_LOCK_TIMEOUT_MS / 1000 + 0.5
 def test_point_queries_during_rebands_always_see_one_banding_and_never_wait_long(
     pg_url, news, monkeypatch
 ):
-    monkeypatch.setattr(store_module, "DROP_ATTEMPTS", 2)  # each waits as long; fewer: faster
+    monkeypatch.setattr(postgres_store, "DROP_ATTEMPTS", 2)  # each waits as long; fewer: faster
     with Index.create(pg_url, threshold=0.8, bands=16, rows=8) as index:
         index.add(news)
         index.find_pairs()
@@ -70,7 +71,7 @@ def test_a_reader_keeps_its_snapshot_and_band_keys_through_a_reband_drop_old(
     """The race of a point query: the active banding read, then a re-band commits and drops
     it, then its band keys read. The reader holds band_keys, so the old partition is only
     retired, and it reads the banding it started with, whole."""
-    monkeypatch.setattr(store_module, "DROP_ATTEMPTS", 1)
+    monkeypatch.setattr(postgres_store, "DROP_ATTEMPTS", 1)
     with Index.create(pg_url, bands=16, rows=8) as index:
         index.add(news)
         store = index._store
@@ -162,9 +163,9 @@ def test_a_first_load_into_sqlite_skips_the_wal_and_holds_the_file_until_it_comm
     tmp_path, news, monkeypatch
 ):
     """Into an index with no documents, add() writes with a rollback journal, not the WAL
-    (Store._without_wal), and leaves the file in WAL mode. Meanwhile the file is the load's
+    (SQLiteStore.load_mode), and leaves the file in WAL mode. Meanwhile the file is the load's
     alone: a reader waits for it, then says why. A later add() goes through the WAL."""
-    monkeypatch.setattr(store_module, "SQLITE_BUSY_TIMEOUT_MS", 300)
+    monkeypatch.setattr(urls, "SQLITE_BUSY_TIMEOUT_MS", 300)
     path, wal = tmp_path / "first.db", tmp_path / "first.db-wal"
     entered, release = threading.Event(), threading.Event()
 
@@ -227,7 +228,7 @@ def test_sqlite_stores_pairs_with_a_larger_page_cache_and_sets_it_back_after(tmp
         index.find_pairs()
         with store.write() as connection:
             after = connection.exec_driver_sql("PRAGMA cache_size").scalar_one()
-    assert seen and set(seen) == {-store_module.SQLITE_PAIRS_CACHE_KIB}
+    assert seen and set(seen) == {-sqlite_store.SQLITE_PAIRS_CACHE_KIB}
     assert after == before == -2_000  # SQLite's default
 
 
@@ -251,7 +252,7 @@ def test_a_new_sqlite_index_has_large_pages_and_one_made_with_small_pages_keeps_
     for path in (new, old):
         with closing(sqlite3.connect(path)) as connection:
             sizes[path] = connection.execute("PRAGMA page_size").fetchone()[0]
-    assert sizes == {new: store_module.SQLITE_PAGE_SIZE, old: 4096}
+    assert sizes == {new: urls.SQLITE_PAGE_SIZE, old: 4096}
     found = {}
     for path in (new, old):
         with Index.open(path) as index:

@@ -20,6 +20,7 @@ from simindex.errors import (
     DatabaseError,
     DuplicateIdError,
     EmptyDocumentError,
+    NoIndexError,
     ParameterError,
     SchemaVersionError,
     SimindexError,
@@ -238,7 +239,7 @@ def test_a_query_with_many_candidates_reads_the_texts_of_the_plausible_ones_only
     the same similarities, as when the statement reads every candidate's document, and with
     kept text exactly the copies of exact Jaccard >= 0.8. At threshold 0 every candidate
     matches: the lookup reads them all itself."""
-    import simindex.index
+    import simindex.local.query
 
     text = dict((d[0], d[1]) for d in news)["n001"]
     docs = [(f"v{i:02d}", v) for i, v in enumerate(_variants(text, 40, seed=3))]
@@ -248,7 +249,7 @@ def test_a_query_with_many_candidates_reads_the_texts_of_the_plausible_ones_only
         split = index.query(text)
         with pytest.warns(LowRecallWarning):
             everything = index.query(text, threshold=0.0)
-        monkeypatch.setattr(simindex.index, "QUERY_TEXT_CANDIDATES", 10**6)
+        monkeypatch.setattr(simindex.local.query, "QUERY_TEXT_CANDIDATES", 10**6)
         whole = index.query(text)
     first, at_zero, second = calls["buckets"]
     assert len(first) == len(second) > 20  # candidates, past QUERY_TEXT_CANDIDATES
@@ -461,8 +462,9 @@ def test_a_newer_or_older_schema_is_refused_with_the_fix(db_url):
 
 
 def test_an_empty_database_is_not_an_index(db_url):
-    Index.open_or_create(db_url)[0].close()  # connects (a SQLite file appears), creates nothing
-    with pytest.raises(DatabaseError, match="holds no simindex index"):
+    Index.open_or_create(db_url)[0].close()  # creates nothing (no SQLite file either)
+    missing = "there is no database file" if db_url.startswith("sqlite") else "holds no simindex"
+    with pytest.raises(NoIndexError, match=f"{missing}.*Index.create"):
         Index.open(db_url)
 
 

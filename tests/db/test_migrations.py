@@ -12,8 +12,8 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from simindex import Index, migrate
-from simindex.store import create_engine, database_url
+from simindex import Index
+from simindex.store import create_engine, database_url, migrate
 from simindex.store.schema import metadata
 from tests.conftest import REPO
 

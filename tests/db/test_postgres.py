@@ -6,11 +6,12 @@ import pytest
 import sqlalchemy as sa
 from alembic import command
 
-from simindex import Index, migrate
+from simindex import Index
 from simindex.errors import DatabaseError, DuplicateIdError, InputError
 from simindex.index import upgrade_schema
+from simindex.local.query import text_profile
 from simindex.pipeline.banding import band_keys
-from simindex.store import create_engine, database_url
+from simindex.store import create_engine, database_url, migrate
 
 
 def test_a_closed_port_is_a_clear_error_without_the_password():
@@ -149,7 +150,7 @@ def test_a_lookup_past_its_text_limit_never_reads_documents(pg_url, news):
     text = dict((d[0], d[1]) for d in news)["n001"]
     with Index.create(pg_url) as index:
         index.add(news)
-        keys = band_keys(index._text_profile(text).signatures, 20, 5)
+        keys = band_keys(text_profile(index._context, text).signatures, 20, 5)
         statements = []
 
         class Recorded:  # the connection, recording the lookup's statement
@@ -160,7 +161,7 @@ def test_a_lookup_past_its_text_limit_never_reads_documents(pg_url, news):
                 statements.append((statement, parameters))
                 return self.connection.execute(statement, parameters)
 
-        with index._statement() as connection:
+        with index._context.statement() as connection:
             found = index._store.documents_in_buckets(Recorded(connection), 1, keys, 500, 0)
             ((statement, parameters),) = statements
             explain = sa.text(f"EXPLAIN (ANALYZE, COSTS OFF) {statement.text}")

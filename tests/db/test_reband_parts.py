@@ -20,11 +20,10 @@ import sqlalchemy as sa
 from typer.testing import CliRunner
 
 from simindex import Index
-from simindex import store as store_module
 from simindex.cli import app
 from simindex.errors import DatabaseError
 from simindex.pipeline import banding as lsh
-from simindex.store import Store
+from simindex.store import SQLiteStore, bandkeys
 
 runner = CliRunner()
 PART_ROWS = 100  # the 100 news stories' keys of one band: a part per band
@@ -51,7 +50,7 @@ def _expected_keys(index: Index, bands: int, rows: int) -> set[tuple[int, int, i
 def _between_parts(monkeypatch, action) -> list[int]:
     """Run ``action(part)`` between a re-band's parts (after a part's commit, before the
     next part begins: no lock held); returns the parts' count as they go."""
-    begin = Store._begin_part
+    begin = SQLiteStore._begin_part
     parts = []
 
     def hooked(store, connection):
@@ -59,7 +58,7 @@ def _between_parts(monkeypatch, action) -> list[int]:
         action(parts[-1])
         begin(store, connection)
 
-    monkeypatch.setattr(Store, "_begin_part", hooked)
+    monkeypatch.setattr(SQLiteStore, "_begin_part", hooked)
     return parts
 
 
@@ -82,10 +81,10 @@ def test_a_sqlite_reband_in_parts_holds_one_part_in_the_wal(tmp_path, news, monk
     """Each part's commit copies the WAL into the database (SQLite's automatic checkpoint,
     here after every commit), and the next part writes the WAL over from its start: the file
     never holds more than a part."""
-    monkeypatch.setattr(store_module, "_WRITE_ROWS", 1_000)  # the rows of an INSERT batch
+    monkeypatch.setattr(bandkeys, "WRITE_ROWS", 1_000)  # the rows of an INSERT batch
     wal_sizes = {}
     for name, part_rows in [("whole", 10**9), ("parts", 1_000)]:
-        monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", part_rows)
+        monkeypatch.setattr(bandkeys, "PART_ROWS", part_rows)
         url = f"sqlite:///{tmp_path / name}.db"
         with _copies_checkpointing_every_commit(url, news) as index:
             parts = _between_parts(monkeypatch, lambda part: None)
@@ -104,8 +103,8 @@ def test_a_reader_across_parts_holds_the_wal_back_until_it_ends(tmp_path, news, 
     over from its start, so the parts committed meanwhile pile up in it; once the reader ends,
     the next part's copy empties it and the parts after write it over again. The reader sees
     its snapshot throughout, and the banding comes out whole."""
-    monkeypatch.setattr(store_module, "_WRITE_ROWS", 1_000)
-    monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", 1_000)
+    monkeypatch.setattr(bandkeys, "WRITE_ROWS", 1_000)
+    monkeypatch.setattr(bandkeys, "PART_ROWS", 1_000)
     path = tmp_path / "index.db"
     with _copies_checkpointing_every_commit(f"sqlite:///{path}", news) as index:
         count = "SELECT count(*) FROM band_keys"
@@ -138,7 +137,7 @@ def test_a_reader_across_parts_holds_the_wal_back_until_it_ends(tmp_path, news, 
 
 
 def test_writers_between_the_parts_are_caught_up_with(tmp_path, news, monkeypatch):
-    monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", PART_ROWS)
+    monkeypatch.setattr(bandkeys, "PART_ROWS", PART_ROWS)
     url = f"sqlite:///{tmp_path / 'index.db'}"
     first, later = news[:70], news[70:]
     with Index.create(url, bands=16, rows=8) as index:
@@ -166,7 +165,7 @@ def test_writers_between_the_parts_are_caught_up_with(tmp_path, news, monkeypatc
 @pytest.fixture
 def indexed(tmp_path, news, monkeypatch) -> Iterator[tuple[str, Index]]:
     """(url, index) of the news stories in SQLite, re-bands committing PART_ROWS a part."""
-    monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", PART_ROWS)
+    monkeypatch.setattr(bandkeys, "PART_ROWS", PART_ROWS)
     url = f"sqlite:///{tmp_path / 'index.db'}"
     with Index.create(url, bands=16, rows=8) as index:
         index.add(news)
@@ -196,10 +195,10 @@ def test_a_reband_whose_banding_another_drops_stops_with_a_clear_error(indexed, 
 
     def other_reband(part: int) -> None:
         if part == 2:
-            monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", 10**9)  # theirs: whole
+            monkeypatch.setattr(bandkeys, "PART_ROWS", 10**9)  # theirs: whole
             with Index.open(url) as other:
                 kept.append(other.reband(20, 6, drop_old=True))
-            monkeypatch.setattr(store_module, "SQLITE_PART_ROWS", PART_ROWS)
+            monkeypatch.setattr(bandkeys, "PART_ROWS", PART_ROWS)
 
     _between_parts(monkeypatch, other_reband)
     with pytest.raises(DatabaseError, match="was removed while it was being built"):
@@ -243,7 +242,7 @@ def test_a_failure_after_the_last_commit_keeps_the_complete_banding(indexed, mon
     def interrupted(store):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(Store, "_release_wal", interrupted)
+    monkeypatch.setattr(SQLiteStore, "after_write", interrupted)
     with pytest.raises(KeyboardInterrupt):
         index.reband(10, 12)
     monkeypatch.undo()
@@ -284,15 +283,15 @@ def test_between_parts_a_reband_waits_for_another_writer_past_its_lock_timeout(
 KILLED_REBAND = """
 import os, signal, sys
 from simindex import Index
-from simindex import store
-store.SQLITE_PART_ROWS = 100
-begin = store.Store._begin_part
+from simindex.store import bandkeys, sqlite
+bandkeys.PART_ROWS = 100
+begin = sqlite.SQLiteStore._begin_part
 def killed(self, connection, parts=[]):
     parts.append(1)
     if len(parts) == 3:
         os.kill(os.getpid(), signal.SIGKILL)
     begin(self, connection)
-store.Store._begin_part = killed
+sqlite.SQLiteStore._begin_part = killed
 with Index.open(sys.argv[1]) as index:
     index.reband(10, 12)
 """

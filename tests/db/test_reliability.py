@@ -109,7 +109,7 @@ def test_signatures_read_a_few_statements_at_a_time_are_the_same(db_url, news, m
         ids = np.array([7, 2, 9, 1, 10, 3, 5], dtype=np.int64)
         with store.engine.connect() as connection:
             whole = store.signatures_of(connection, ids, num_perm)
-            monkeypatch.setattr(simindex.store, "MAX_SELECTED", 3)
+            monkeypatch.setattr(simindex.store.sqlite, "MAX_SELECTED", 3)
             assert np.array_equal(store.signatures_of(connection, ids, num_perm), whole)
             everything = np.concatenate(
                 [m for _, m in store.signature_chunks(connection, num_perm, 100)]

@@ -10,9 +10,10 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from simindex import Index, migrate
+from simindex import Index
 from simindex.cli import app
 from simindex.errors import ParameterError
+from simindex.store import migrate
 from tests.conftest import NEWS
 
 runner = CliRunner()

@@ -21,7 +21,7 @@ from simindex.errors import (
     SpecMismatchError,
 )
 from simindex.spark.ingest import ingest
-from simindex.store import Store, create_engine, database_url
+from simindex.store import connect, create_engine, database_url
 
 pytestmark = pytest.mark.postgres
 
@@ -179,7 +179,7 @@ def test_sqlite_and_replace_are_refused(spark, tmp_path, corpus):
 
 def test_a_partition_is_staged_once_however_many_attempts(pg_url):
     """A retried (or speculative) task finds its partition staged and writes nothing."""
-    store = Store(create_engine(database_url(pg_url)))
+    store = connect(pg_url)
     staged = store.staged_load("simindex_load_test", [1])
     try:
         with store.engine.connect() as connection, connection.begin():

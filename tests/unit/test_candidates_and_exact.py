@@ -8,7 +8,7 @@ from simindex.pipeline.candidates import bucket_pairs, collect, group_keys, posi
 from simindex.pipeline.exact import rank_tokens, similar_pairs
 from simindex.pipeline.shingle import ShingleSets
 from simindex.pipeline.verify import exact_jaccard
-from simindex.store import _parse_id_arrays
+from simindex.store.rows import parse_id_arrays as _parse_id_arrays
 
 
 def test_bucket_pairs_pairs_small_buckets_and_links_hot_ones():
@@ -151,7 +151,7 @@ def test_buckets_in_any_order_make_the_same_pairs():
 
 
 def test_bucket_arrays_of_either_database_parse_to_members_and_offsets():
-    """The COPY text of array_agg(document_id) per bucket (Store._copied_buckets) and the
+    """The COPY text of array_agg(document_id) per bucket (PostgresStore.banding_buckets) and the
     lines of SQLite's group_concat (Store.iter_buckets), ids up to 2**63 - 1."""
     text = b"{9223372036854775807,1099511627776}\n{5,6,7}\n{3,4}\n"
     members, offsets = _parse_id_arrays(text)

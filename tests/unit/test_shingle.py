@@ -62,7 +62,7 @@ def test_sign_counts_repeated_shingles_once():
 
 def test_texts_in_the_database_order_are_taken_in_id_order():
     """Store.utf8_texts' fallback, for rows an aggregate took out of order."""
-    from simindex.store import _take_texts
+    from simindex.store.rows import take_texts as _take_texts
 
     texts = [b"", b"alpha", b"b", b"\xc3\xa9t\xc3\xa9", b"", b"omega!"]
     order = np.array([3, 0, 5, 1, 4, 2])

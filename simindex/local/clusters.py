@@ -1,0 +1,188 @@
+"""Clusters: rebuilt from the stored pairs, kept up to date as pairs are found and documents
+removed, and listed with each member's similarity to its representative."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import TYPE_CHECKING
+
+import numpy as np
+from sqlalchemy import Connection
+
+from simindex.errors import ParameterError, SimindexError
+from simindex.local.common import (
+    VERIFY_TEXT_BYTES,
+    check_pairs_cover,
+    check_threshold,
+    document_bytes,
+    pair_spans,
+    profiles,
+    reported_similarity,
+)
+from simindex.local.context import Context
+from simindex.pipeline.runs import pair_documents
+from simindex.results import ClusterMember, ClusterReport
+
+if TYPE_CHECKING:
+    from simindex.pipeline.cluster import Rule
+
+
+def cluster(
+    ctx: Context, threshold: float | None = None, *, rule: Rule = "earliest"
+) -> ClusterReport:
+    """Group the stored pairs with similarity >= threshold into connected components,
+    stored as clusters named by their representative (``rule``: earliest or longest).
+    Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date."""
+    from simindex.pipeline.cluster import RULES
+
+    threshold = ctx.threshold if threshold is None else check_threshold(threshold)
+    if rule not in RULES:
+        raise ParameterError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    started = time.perf_counter()
+    with ctx.transaction(write=True) as connection:
+        active = ctx.active_banding(connection)
+        check_pairs_cover(ctx, connection, active, threshold)
+        banding_id = active["id"]
+        documents, cluster_ids = rebuild_clusters(ctx, connection, banding_id, threshold, rule)
+        ctx.store.update_banding(
+            connection, banding_id, clusters_threshold=threshold, clusters_rule=rule
+        )
+    sizes = np.unique(cluster_ids, return_counts=True)[1]
+    return ClusterReport(
+        threshold=threshold,
+        rule=rule,
+        clusters=int(sizes.size),
+        documents=int(documents.size),
+        largest=int(sizes.max()) if sizes.size else 0,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def rebuild_clusters(
+    ctx: Context, connection: Connection, banding_id: int, threshold: float, rule: Rule
+) -> tuple[np.ndarray, np.ndarray]:
+    """Replace the banding's clusters with the components of its stored pairs at
+    ``threshold`` (analyzed after: see Store.analyze); their (documents, cluster ids)."""
+    doc_a, doc_b = ctx.store.pairs_at_least(connection, banding_id, threshold)
+    ctx.store.delete_clusters(connection, banding_id)
+    documents, cluster_ids = recluster(ctx, connection, doc_a, doc_b, rule)
+    ctx.store.insert_clusters(connection, banding_id, documents, cluster_ids)
+    ctx.store.analyze(connection, "clusters")
+    return documents, cluster_ids
+
+
+def recluster(
+    ctx: Context, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, rule: Rule
+) -> tuple[np.ndarray, np.ndarray]:
+    """(documents, their cluster ids) of the components of the edges (doc_a, doc_b)."""
+    from simindex.pipeline.cluster import components, representatives
+
+    documents, component = components(doc_a, doc_b)
+    counts = ctx.store.shingle_counts_of(connection, documents) if rule == "longest" else None
+    return documents, representatives(documents, component, counts, rule)
+
+
+def update_clusters(
+    ctx: Context,
+    connection: Connection,
+    active: dict,
+    threshold: float,
+    since: int | None,
+    found: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None],
+) -> None:
+    """Keep the banding's clusters in step with pairs just found (doc_a, doc_b,
+    estimated, exact; only read when ``since`` is given: a full run's are re-read from
+    the pairs table)."""
+    cluster_threshold, rule = active["clusters_threshold"], active["clusters_rule"]
+    if cluster_threshold is None:
+        return
+    doc_a, doc_b, estimated, exact = found
+    strong = reported_similarity(estimated, exact) >= cluster_threshold
+    doc_a, doc_b = doc_a[strong], doc_b[strong]
+    banding_id = active["id"]
+    if cluster_threshold < threshold:  # the pairs no longer reach that low
+        ctx.store.delete_clusters(connection, banding_id)
+        ctx.store.update_banding(connection, banding_id, clusters_threshold=None)
+        return
+    if since is None:  # rebuilt pairs: rebuild clusters
+        rebuild_clusters(ctx, connection, banding_id, cluster_threshold, rule)
+        return
+    # Incremental: merge the clusters the new pairs touch. Each old cluster enters as a
+    # star (member - representative), which keeps it connected.
+    touched = pair_documents(doc_a, doc_b)
+    old = np.unique(
+        np.array(
+            list(ctx.store.clusters_of(connection, banding_id, touched).values()),
+            dtype=np.int64,
+        )
+    )
+    members = ctx.store.cluster_members(connection, banding_id, old)
+    member_cluster = ctx.store.clusters_of(connection, banding_id, members)
+    star_a = np.array([member_cluster[int(m)] for m in members], dtype=np.int64)
+    documents, cluster_ids = recluster(
+        ctx, connection, np.concatenate((doc_a, star_a)), np.concatenate((doc_b, members)), rule
+    )
+    ctx.store.delete_clusters(connection, banding_id, documents)
+    ctx.store.insert_clusters(connection, banding_id, documents, cluster_ids)
+
+
+def list_clusters(ctx: Context) -> Iterator[ClusterMember]:
+    """Clustered documents of the active banding, representative first in each cluster."""
+    with ctx.transaction() as connection:
+        active = ctx.active_banding(connection)
+        if active["clusters_threshold"] is None:
+            raise SimindexError("clusters have not been built; run `simindex clusters` first")
+        check_pairs_cover(ctx, connection, active, active["clusters_threshold"])
+        rows = ctx.store.iter_clusters(connection, active["id"])
+        while chunk := list(islice(rows, 10_000)):
+            members = np.array([r["document_id"] for r in chunk], dtype=np.int64)
+            clusters = np.array([r["cluster_id"] for r in chunk], dtype=np.int64)
+            stored = [r["similarity"] for r in chunk]
+            similarity = np.array(stored, dtype=np.float64)  # None: NaN
+            similarity[members == clusters] = 1.0
+            # Members reached through another member are compared here.
+            todo = np.flatnonzero(np.isnan(similarity))
+            for lo, hi in text_spans(
+                ctx, connection, clusters[todo], members[todo], VERIFY_TEXT_BYTES
+            ):
+                span = todo[lo:hi]
+                similarity[span] = reported_similarity(
+                    *similarities(ctx, connection, clusters[span], members[span])
+                )
+            for row, value in zip(chunk, similarity.tolist(), strict=True):
+                yield ClusterMember(
+                    row["external_id"],
+                    row["cluster"],
+                    row["document_id"] == row["cluster_id"],
+                    value,
+                )
+
+
+def clustered_duplicates(ctx: Context, external_ids: Iterable[str]) -> set[str]:
+    """Those of ``external_ids`` that the active banding's clusters hold under another
+    document (not their cluster's representative)."""
+    with ctx.transaction() as connection:
+        banding_id = ctx.active_banding(connection)["id"]
+        return ctx.store.clustered_duplicates(connection, banding_id, list(external_ids))
+
+
+def similarities(
+    ctx: Context, connection: Connection, a: np.ndarray, b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """(estimated, exact or None) Jaccard of the stored documents a[i] and b[i]."""
+    from simindex.pipeline.verify import compare
+
+    ids = pair_documents(a, b)
+    stored, _ = profiles(ctx, connection, ids)
+    return compare(stored, np.searchsorted(ids, a), np.searchsorted(ids, b))
+
+
+def text_spans(
+    ctx: Context, connection: Connection, a: np.ndarray, b: np.ndarray, text_bytes: int
+) -> Iterator[tuple[int, int]]:
+    """[lo, hi) ranges of the pairs (a[i], b[i]) whose documents hold about
+    ``text_bytes`` (see pair_spans), their sizes read on ``connection``."""
+    ids = pair_documents(a, b)
+    return pair_spans(a, b, ids, document_bytes(ctx, connection, ids), text_bytes)

@@ -1,0 +1,40 @@
+"""The state of an index as a whole: integrity, statistics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simindex.local.context import Context
+from simindex.store import display_url
+
+
+def check(ctx: Context) -> list[str]:
+    """Integrity problems of the index (an empty list when it is consistent): documents
+    without a signature or a complete set of band keys for every complete banding,
+    band keys of no document, not exactly one active and complete banding."""
+    with ctx.transaction() as connection:
+        damage = ctx.store.storage_problems(connection)
+        return damage or ctx.store.integrity_problems(connection)
+
+
+def stats(ctx: Context, largest: int = 10) -> dict[str, Any]:
+    """Documents, bandings, and the active banding's bucket sizes and largest buckets."""
+    with ctx.transaction() as connection:
+        active = ctx.active_banding(connection)
+        return {
+            "url": display_url(ctx.store.engine.url),
+            "spec": ctx.spec.to_dict(),
+            "keep_text": ctx.keep_text,
+            "threshold": ctx.threshold,
+            "documents": ctx.store.document_count(connection),
+            "exact_duplicate_groups": ctx.store.exact_duplicate_groups(connection),
+            "bandings": ctx.store.bandings(connection),
+            "retired_bandings": ctx.store.retired_bandings(connection),
+            "active_banding": active["id"],
+            "pairs": ctx.store.pair_count(connection, active["id"]),
+            "bucket_sizes": ctx.store.bucket_sizes(connection, active["id"]),
+            "largest_buckets": ctx.store.largest_buckets(connection, active["id"], largest),
+            "cluster_sizes": None
+            if active["clusters_threshold"] is None
+            else ctx.store.cluster_sizes(connection, active["id"]),
+        }

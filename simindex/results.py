@@ -1,0 +1,127 @@
+"""The typed results of the library's calls: matches, pairs, clusters, reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Match:
+    """An indexed document similar to a query; ``similarity`` is the exact Jaccard when the
+    index keeps text, else the estimate."""
+
+    external_id: str
+    estimated_jaccard: float
+    exact_jaccard: float | None
+
+    @property
+    def similarity(self) -> float:
+        return self.estimated_jaccard if self.exact_jaccard is None else self.exact_jaccard
+
+
+@dataclass
+class AddResult:
+    """What :meth:`simindex.Index.add` did. ``added`` counts the documents written, replacements
+    included; ``replaced`` lists an external id for each copy a later one replaced (indexed,
+    or earlier in the call). ``duplicates`` maps a new document's external id to the
+    documents it duplicates (indexed before, or earlier in the same call), when asked;
+    ``total`` is the number of documents in the index afterwards."""
+
+    added: int = 0
+    total: int = 0
+    replaced: list[str] = field(default_factory=list)
+    skipped_existing: list[str] = field(default_factory=list)
+    skipped_empty: list[str] = field(default_factory=list)
+    duplicates: dict[str, list[Match]] = field(default_factory=dict)
+    # With find_duplicates=t: the chance that the active banding finds a match at t.
+    expected_recall: float | None = None
+
+
+@dataclass(frozen=True)
+class Pair:
+    """A stored pair of similar documents; ``similarity`` is the exact Jaccard when the index
+    keeps text, else the estimate."""
+
+    id_a: str
+    id_b: str
+    exact_jaccard: float | None
+    estimated_jaccard: float
+
+    @property
+    def similarity(self) -> float:
+        return self.estimated_jaccard if self.exact_jaccard is None else self.exact_jaccard
+
+
+@dataclass(frozen=True)
+class ClusterMember:
+    """A clustered document: its cluster is named by the representative's external id, and
+    ``similarity`` is to the representative (exact when text is kept; the stored pair's when
+    the two were paired, 1.0 for the representative itself)."""
+
+    external_id: str
+    cluster: str
+    is_representative: bool
+    similarity: float
+
+
+@dataclass(frozen=True)
+class StoredDocument:
+    """An indexed document as stored (``text`` is None when the index does not keep it)."""
+
+    external_id: str
+    text: str | None
+    metadata: dict[str, Any] | None
+    ingested_at: datetime
+
+    def title(self, width: int = 60) -> str:
+        """The metadata 'title' if there is one, else the start of the text."""
+        title = (self.metadata or {}).get("title")
+        text = " ".join(str(title if title else self.text or "").split())
+        return text if len(text) <= width else text[: width - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What :meth:`simindex.Index.delete` or :meth:`simindex.Index.evict` removed (or, with ``dry_run``, would
+    remove), and the asked-for ids that are not indexed."""
+
+    removed: list[str]
+    not_found: list[str]
+    dry_run: bool
+
+
+@dataclass(frozen=True)
+class PairsReport:
+    """What :meth:`simindex.Index.find_pairs` did: ``pairs`` new pairs from ``candidates`` candidate
+    pairs; ``stored`` pairs at >= threshold in all. ``expected_recall`` is the chance that
+    the banding makes a pair at the threshold a candidate (the S-curve P(t)); incremental
+    runs look at the ``new_documents`` added since the last run only."""
+
+    banding_id: int
+    bands: int
+    rows: int
+    threshold: float
+    candidates: int
+    pairs: int
+    stored: int
+    hot_buckets: int
+    largest_bucket: int
+    exact: bool
+    incremental: bool
+    new_documents: int
+    expected_recall: float
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ClusterReport:
+    """What :meth:`simindex.Index.cluster` did: clusters of two or more documents."""
+
+    threshold: float
+    rule: str
+    clusters: int
+    documents: int
+    largest: int
+    seconds: float
