@@ -47,3 +47,12 @@ class SpecMismatchError(SimindexError):
 class LowRecallWarning(UserWarning):
     """A threshold below what the active banding serves: many pairs at it are never
     candidates (the message gives the expected recall and the re-band that fixes it)."""
+
+
+# Characters of a user's value (an id, a field list, a line) that a one-line message shows.
+SHOWN_CHARS = 80
+
+
+def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis, for a one-line message."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"

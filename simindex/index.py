@@ -24,7 +24,6 @@ from simindex.defaults import (
     DEFAULT_SAMPLE,
     DEFAULT_THRESHOLD,
 )
-from simindex.io.readers import DEFAULT_MAX_CHARS
 from simindex.local import (
     bandings,
     clusters,
@@ -42,6 +41,7 @@ from simindex.local.ingest import BATCH_TEXT_CHARS, Document, OnDuplicate, OnEmp
 from simindex.local.pairs import ESTIMATED_PAIRS
 from simindex.local.query import QUERY_TEXT_CANDIDATES
 from simindex.local.schema import schema_revision, upgrade_schema
+from simindex.pipeline.documents import DEFAULT_MAX_CHARS
 from simindex.results import (
     AddResult,
     ClusterMember,

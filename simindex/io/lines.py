@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal, NamedTuple
 
-from simindex.errors import InputError
+from simindex.errors import InputError, shorten
 
 EncodingErrors = Literal["strict", "replace"]
 ENCODING_ERRORS = ("strict", "replace")
@@ -27,7 +27,6 @@ _ASCII = bytes(range(128))
 # Bytes read at a time; bytes.splitlines ends lines as io.TextIOWrapper(newline="") does.
 _BLOCK = 1 << 16
 # How long a value (an id, a list of fields) may get in a message before it is cut.
-SHOWN_CHARS = 80
 
 
 class Flawed(NamedTuple):
@@ -62,11 +61,6 @@ class ReplacedRecords:
             f"{self.count:,} record(s) held bytes that are not {encoding}, read with U+FFFD "
             f"in their place (the first at {self.first})"
         )
-
-
-def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
-    """``text`` cut to ``limit`` characters with an ellipsis, for a one-line message."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def text_encoding(encoding: str) -> str:

@@ -28,38 +28,21 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import BinaryIO
 
-from simindex.errors import DatabaseError, InputError
-
-_SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
-
-
-def database_files(db: str | os.PathLike[str] | None) -> list[str]:
-    """The files a SQLite database URL stands for (none for PostgreSQL or :memory:)."""
-    # Imported here: the CLI checks outputs before it needs SQLAlchemy (see simindex.cli).
-    from simindex.store import database_url
-
-    try:
-        url = database_url(db)
-    except DatabaseError:  # not a usable URL: opening the database says so
-        return []
-    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
-        return []
-    return [url.database + suffix for suffix in _SQLITE_SIDE_FILES]
+from simindex.errors import InputError
 
 
 def check_outputs(
     outputs: Iterable[str | os.PathLike[str] | None],
     inputs: Iterable[str | os.PathLike[str]] = (),
-    db: str | os.PathLike[str] | None | bool = False,
+    database_files: Iterable[str] = (),
 ) -> None:
-    """Raise InputError naming both paths if an output is an input, another output, or
-    the database file ``db`` (False: no database involved)."""
+    """Raise InputError naming both paths if an output is an input, another output, or one
+    of the database's files (see simindex.store.database_files)."""
     taken: list[tuple[str, str, tuple[Path, tuple[int, int] | None]]] = []
     for path in inputs:
         taken.append(("input", os.fspath(path), _identity(path)))
-    if db is not False:
-        for path in database_files(db):  # type: ignore[arg-type]
-            taken.append(("database file", path, _identity(path)))
+    for path in database_files:
+        taken.append(("database file", path, _identity(path)))
     for output in outputs:
         if output is None or os.fspath(output) == "-":
             continue

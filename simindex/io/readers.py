@@ -22,7 +22,6 @@ import glob
 import gzip
 import io
 import json
-import math
 import os
 import re
 import shutil
@@ -35,7 +34,7 @@ from typing import Any, Literal, NamedTuple
 from isal import igzip
 from isal.igzip_lib import IsalError
 
-from simindex.errors import InputError
+from simindex.errors import InputError, shorten
 from simindex.io.delimited import CsvLayout, csv_records, tsv_records
 from simindex.io.lines import (
     ENCODING_ERRORS,
@@ -45,10 +44,10 @@ from simindex.io.lines import (
     byte_lines,
     decoded_lines,
     numbered_lines,
-    shorten,
     stream_lines,
     text_encoding,
 )
+from simindex.pipeline.documents import DEFAULT_MAX_CHARS, document_problem
 
 Format = Literal["auto", "jsonl", "csv", "tsv", "parquet"]
 _SUFFIX_FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
@@ -58,8 +57,6 @@ _SHARD_SUFFIXES = (".jsonl", ".ndjson", ".csv", ".tsv", ".parquet")
 _SHARD_NAMES = f"{', '.join(_SHARD_SUFFIXES[:-1])} or {_SHARD_SUFFIXES[-1]} (compressed or not)"
 _COMPRESSED = (".gz", ".zst")
 _GZIP_MAGIC, _ZSTD_MAGIC, _PARQUET_MAGIC = b"\x1f\x8b", b"\x28\xb5\x2f\xfd", b"PAR1"
-# PostgreSQL's B-tree entries hold at most ~2,700 bytes; external_id is indexed on both backends.
-MAX_ID_BYTES = 2_000
 # Rows of a Parquet file read at a time (a row group may be larger).
 _PARQUET_BATCH = 10_000
 
@@ -70,10 +67,6 @@ Span = tuple[int, int, int]
 SPLITTABLE_FORMATS = ("jsonl", "tsv")
 # A lone \r ends a line too, as it does for io.TextIOWrapper(newline="").
 _LONE_CR = re.compile(rb"(?<=\r)(?!\n)")
-
-# Shingling one document takes about 20 bytes per character at its peak (code points,
-# scratch hashes, copies of the text): 10 million characters is about 200 MB.
-DEFAULT_MAX_CHARS = 10_000_000
 
 
 def detect_format(path: str, default: str | None = None) -> str:
@@ -226,89 +219,6 @@ def read_checked(
             on_error(error)
             continue
         yield number, record, document
-
-
-def document_problem(
-    external_id: object, text: object, max_chars: int = DEFAULT_MAX_CHARS, metadata: object = None
-) -> str | None:
-    """Why (external_id, text, metadata) can't be indexed, or None if it can: the same
-    answer on SQLite and PostgreSQL (ids are strings; an int id is passed as its text)."""
-    if not isinstance(external_id, str) or not external_id:
-        return f"a document id must be a non-empty string or an integer, got {_shown(external_id)}"
-    if len(external_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES:
-        return (
-            f"document id {_shown(external_id)} is longer than {MAX_ID_BYTES:,} bytes (UTF-8), "
-            "the longest id simindex stores; shorten it (e.g. a hash of it)"
-        )
-    if not isinstance(text, str):
-        return (
-            f"the text of document {_shown(external_id)} must be a string, got "
-            f"{type(text).__name__}"
-        )
-    if len(text) > max_chars:
-        return (
-            f"document {_shown(external_id)} has {len(text):,} characters, more than the "
-            f"limit of {max_chars:,} (memory grows ~20 bytes per character); raise it with "
-            "--max-chars / max_chars, or split the document"
-        )
-    if "\x00" in text or "\x00" in external_id:
-        return (
-            f"document {_shown(external_id)} holds a NUL character (U+0000), which PostgreSQL "
-            "can't store in text; remove it from the input"
-        )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return (
-            f"the text of document {_shown(external_id)} holds a lone surrogate (e.g. a bad "
-            "\\ud800 escape in JSON), which is not Unicode text"
-        )
-    problem = _metadata_problem(metadata)
-    if problem:
-        return (
-            f"the metadata of document {_shown(external_id)} holds {problem}; remove it from "
-            "the input"
-        )
-    return None
-
-
-def _shown(value: object) -> str:
-    """``value`` as a message shows it: its repr, cut short (computed for errors only)."""
-    return shorten(repr(value))
-
-
-def _metadata_problem(metadata: object) -> str | None:
-    """What in the metadata JSON (and PostgreSQL's JSONB) can't hold, or None. The common
-    case costs one json.dumps in C; only a suspect value is searched for the culprit."""
-    if metadata is None:
-        return None
-    try:
-        encoded = json.dumps(metadata, allow_nan=False, ensure_ascii=False)
-        encoded.encode("utf-8")
-    except TypeError as exc:
-        return f"a value JSON can't hold ({exc})"
-    except (ValueError, RecursionError):  # NaN or Infinity; a lone surrogate; too deep
-        return _value_problem(metadata) or "a value nested too deeply"
-    return _value_problem(metadata) if "\\u0000" in encoded else None
-
-
-def _value_problem(value: object) -> str | None:
-    """What in a metadata value JSON (PostgreSQL's JSONB) can't hold, or None."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{value} (not a JSON number)"
-    if isinstance(value, str):
-        if "\x00" in value:
-            return "a NUL character (U+0000)"
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return "a lone surrogate (not Unicode text)"
-        return None
-    if isinstance(value, dict):
-        return next(filter(None, (_value_problem(v) for item in value.items() for v in item)), None)
-    if isinstance(value, list | tuple):
-        return next(filter(None, map(_value_problem, value)), None)
-    return None
 
 
 def read_records(

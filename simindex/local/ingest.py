@@ -14,11 +14,11 @@ from sqlalchemy import Connection
 
 from simindex.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import DuplicateIdError, EmptyDocumentError, InputError, ParameterError
-from simindex.io.readers import DEFAULT_MAX_CHARS, document_problem
 from simindex.local.common import check_threshold, expected_recall, matches_of, profiles
 from simindex.local.context import Context
 from simindex.local.removal import delete_documents
 from simindex.pipeline.chunking import ahead
+from simindex.pipeline.documents import DEFAULT_MAX_CHARS, document_problem
 from simindex.results import AddResult, Match
 from simindex.store import BandKeyWriter
 

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from simindex.errors import InputError
-from simindex.io.readers import DEFAULT_MAX_CHARS, MAX_ID_BYTES, document_problem
 from simindex.pipeline import banding, candidates
 from simindex.pipeline.chunking import spans
+from simindex.pipeline.documents import DEFAULT_MAX_CHARS, MAX_ID_BYTES, document_problem
 from simindex.pipeline.minhash import sign as sign_normalized
 from simindex.pipeline.minhash import signatures as signatures_of_sets
 from simindex.pipeline.shingle import NormalizedBatch, ShingleSets, normalize_utf8, shingle_sets
@@ -64,7 +64,7 @@ def sign(
 
     Out, row-aligned with the input:
       ``id`` (large_string); ``problem`` (string): why the document can't be indexed (the
-      message ``ingest`` gives, simindex.io.readers.document_problem), null if it can;
+      message ``ingest`` gives, simindex.pipeline.documents.document_problem), null if it can;
       ``content_hash`` (int64); ``shingle_count`` (int64), 0 for a text that normalizes to
       nothing; ``signature`` (fixed_size_list<uint32>[num_perm]); per banding,
       ``band_keys_<id>`` (fixed_size_list<int64>[bands]); with ``shingles``, ``shingles``
@@ -255,7 +255,7 @@ def _documents(documents: pa.RecordBatch) -> tuple[pa.Array, pa.Array]:
 def _problems(
     ids: pa.Array, texts: pa.Array, documents: pa.RecordBatch, max_chars: int
 ) -> pa.Array:
-    """Per document, why it can't be indexed, or null: readers.document_problem's answer.
+    """Per document, why it can't be indexed, or null: documents.document_problem's answer.
 
     Cheap array tests pick out the documents that may have a problem (a null; an empty or
     long id; a text of more bytes than max_chars characters; a NUL character; metadata); only

@@ -39,9 +39,10 @@ from simindex.errors import (
     ParameterError,
     SimindexError,
 )
-from simindex.io.readers import DEFAULT_MAX_CHARS, record_metadata
+from simindex.io.readers import record_metadata
 from simindex.local import lifecycle
 from simindex.pipeline import stages
+from simindex.pipeline.documents import DEFAULT_MAX_CHARS
 from simindex.spec import SignatureSpec
 from simindex.store import StagedMove, StagedPart, database_url, staged_part
 
@@ -102,7 +103,7 @@ def ingest(
     (SpecMismatchError) before any work. ``on_duplicate``: an id already indexed or repeated
     fails the load ("fail") or is skipped, the first copy in input order staying ("skip").
     ``on_empty`` and ``on_error`` ("fail" or "skip"): a text empty after normalization, and a
-    malformed record (see readers.document_problem). A SQLite URL is refused
+    malformed record (see documents.document_problem). A SQLite URL is refused
     (ParameterError). ``prepare``: run by each task on its partition's Arrow batches before
     signing, to make the documents there (:func:`ingest_files` reads its files in it).
     """

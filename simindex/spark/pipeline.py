@@ -117,7 +117,7 @@ def dedup(
     (partition by partition; the numbering is persisted for the run), "longest" the one
     with the most distinct shingles (ties to the earliest). ``exact``: verify candidates by
     exact Jaccard of the texts, or by the signatures' estimate. Bad rows (a null or empty
-    id, a NUL character ...: simindex.io.readers.document_problem), empty texts and repeated ids
+    id, a NUL character ...: simindex.pipeline.documents.document_problem), empty texts and repeated ids
     are errors or left out as ``on_error``, ``on_empty`` (left out = kept unindexed) and
     ``on_duplicate`` say. Raises InputError (or a subclass) and ParameterError.
     """

@@ -164,7 +164,7 @@ def reader(
     """A task's function from batches of :func:`files` to batches of documents (SCHEMA, as
     :func:`read_files` describes them): to read in the same Python task that goes on with
     the documents, without handing them to Spark in between."""
-    from simindex.io.readers import DEFAULT_MAX_CHARS
+    from simindex.pipeline.documents import DEFAULT_MAX_CHARS
 
     options = {
         "fmt": fmt,

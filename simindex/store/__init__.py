@@ -7,11 +7,17 @@ from simindex.defaults import DEFAULT_LOCK_TIMEOUT
 from simindex.store import migrate
 from simindex.store.bandkeys import BandKeyWriter
 from simindex.store.base import Store
-from simindex.store.connect import connect, store_of
+from simindex.store.connect import connect, staged_part, store_of
 from simindex.store.postgres import DROP_LOCK_TIMEOUT_MS, PostgresStore
 from simindex.store.sqlite import SQLiteStore
-from simindex.store.staging import StagedLoad, StagedMove, StagedPart, staged_part
-from simindex.store.urls import DEFAULT_PATH, create_engine, database_url, display_url
+from simindex.store.staging import StagedLoad, StagedMove, StagedPart
+from simindex.store.urls import (
+    DEFAULT_PATH,
+    create_engine,
+    database_files,
+    database_url,
+    display_url,
+)
 
 __all__ = [
     "DEFAULT_LOCK_TIMEOUT",
@@ -26,6 +32,7 @@ __all__ = [
     "Store",
     "connect",
     "create_engine",
+    "database_files",
     "database_url",
     "display_url",
     "migrate",

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from sqlalchemy import Engine
 
@@ -10,6 +12,7 @@ from simindex.defaults import DEFAULT_LOCK_TIMEOUT
 from simindex.store.base import Store
 from simindex.store.postgres import PostgresStore
 from simindex.store.sqlite import SQLiteStore
+from simindex.store.staging import StagedPart
 from simindex.store.urls import create_engine, database_url
 
 _BACKENDS: dict[str, type[Store]] = {"sqlite": SQLiteStore, "postgresql": PostgresStore}
@@ -33,3 +36,18 @@ def store_of(
 ) -> Store:
     """The store of an engine made by create_engine."""
     return _BACKENDS[engine.dialect.name](engine, schema, lock_timeout)
+
+
+@contextmanager
+def staged_part(
+    url: str, schema: str | None, name: str, bandings: Sequence[int], part: int
+) -> Iterator[StagedPart]:
+    """The part ``part`` of the staged load ``name`` (see StagedLoad) of the index at ``url``
+    (in ``schema``), for a task in a process of its own: committed when the block ends."""
+    store = connect(url, schema)
+    try:
+        staged = store.staged_load(name, bandings)
+        with staged.task() as connection:
+            yield StagedPart(staged, connection, part)
+    finally:
+        store.close()

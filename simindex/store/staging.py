@@ -263,23 +263,6 @@ class StagedPart:
         self._staged.finish_part(self._connection, self.part, rows)
 
 
-@contextmanager
-def staged_part(
-    url: str, schema: str | None, name: str, bandings: Sequence[int], part: int
-) -> Iterator[StagedPart]:
-    """The part ``part`` of the staged load ``name`` (see StagedLoad) of the index at ``url``
-    (in ``schema``), for a task in a process of its own: committed when the block ends."""
-    from simindex.store.connect import connect
-
-    store = connect(url, schema)
-    try:
-        staged = store.staged_load(name, bandings)
-        with staged.task() as connection:
-            yield StagedPart(staged, connection, part)
-    finally:
-        store.close()
-
-
 class StagedMove:
     """The driver's side of a staged load, in a write transaction of the index: what was
     staged, and its move into the index (see Index.load_transaction)."""

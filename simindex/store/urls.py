@@ -226,3 +226,17 @@ def journal_mode(dbapi_connection: sqlite3.Connection, mode: str) -> str | None:
         return None
     finally:
         dbapi_connection.execute(f"PRAGMA busy_timeout = {timeout}")
+
+
+_SQLITE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def database_files(db: str | os.PathLike[str] | None) -> list[str]:
+    """The files a SQLite database URL stands for (none for PostgreSQL or :memory:)."""
+    try:
+        url = database_url(db)
+    except DatabaseError:  # not a usable URL: opening the database says so
+        return []
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+        return []
+    return [url.database + suffix for suffix in _SQLITE_SIDE_FILES]

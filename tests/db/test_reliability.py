@@ -15,7 +15,7 @@ import sqlalchemy as sa
 import simindex
 from simindex import Index
 from simindex.errors import DatabaseError, InputError
-from simindex.io.readers import MAX_ID_BYTES
+from simindex.pipeline.documents import MAX_ID_BYTES
 from simindex.store import database_url
 
 

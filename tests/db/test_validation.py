@@ -12,7 +12,7 @@ import pytest
 
 from simindex import Index
 from simindex.errors import InputError
-from simindex.io.readers import MAX_ID_BYTES
+from simindex.pipeline.documents import MAX_ID_BYTES
 from tests.cli.test_cli import run
 
 # Random letters don't compress: PostgreSQL's B-tree stores such an id at full length.

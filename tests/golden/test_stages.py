@@ -17,10 +17,10 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from simindex.errors import InputError
-from simindex.io.readers import MAX_ID_BYTES, document_problem
 from simindex.pipeline import stages
 from simindex.pipeline.banding import band_keys
 from simindex.pipeline.candidates import bucket_pairs, unique_pairs
+from simindex.pipeline.documents import MAX_ID_BYTES, document_problem
 from simindex.pipeline.minhash import SIGNATURE_DTYPE, signatures
 from simindex.pipeline.shingle import content_hash, normalize, shingle_sets
 from simindex.pipeline.verify import Profiles, compare

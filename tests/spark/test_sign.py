@@ -11,8 +11,8 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simindex.io.readers import document_problem
 from simindex.pipeline.banding import band_keys
+from simindex.pipeline.documents import document_problem
 from simindex.pipeline.minhash import pack, sign
 from simindex.pipeline.shingle import content_hash, normalize
 from simindex.spark.pipeline import SIGNED_SCHEMA, sign_batch

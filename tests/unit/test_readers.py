@@ -17,8 +17,6 @@ import zstandard
 from simindex.errors import InputError
 from simindex.io.outputs import atomic_output, check_outputs
 from simindex.io.readers import (
-    MAX_ID_BYTES,
-    document_problem,
     expand_inputs,
     read_documents,
     read_records,
@@ -26,6 +24,8 @@ from simindex.io.readers import (
     span_size,
 )
 from simindex.io.writers import output_format
+from simindex.pipeline.documents import MAX_ID_BYTES, document_problem
+from simindex.store import database_files
 
 LINES = b'{"id": "a", "text": "first text", "tag": "x"}\n{"id": 2, "text": "second text"}\n'
 DOCUMENTS = [("a", "first text", {"tag": "x"}), ("2", "second text", None)]
@@ -204,13 +204,13 @@ def test_an_output_may_not_be_an_input_another_output_or_the_database(tmp_path):
         (f"{db}-wal", "the database file"),
     ]:
         with pytest.raises(InputError, match=f"{output}: is also {other} "):
-            check_outputs([output], [source], f"sqlite:///{db}")
+            check_outputs([output], [source], database_files(f"sqlite:///{db}"))
     with pytest.raises(InputError, match="is also the output"):
         check_outputs([tmp_path / "x.csv", tmp_path / "x.csv"])
-    check_outputs([tmp_path / "x.csv", "-", None], [source, "-"], "postgresql://h/db")
     check_outputs(
-        [tmp_path / "x.csv"], [], "postgresql://h:port/db"
-    )  # opening it says what's wrong
+        [tmp_path / "x.csv", "-", None], [source, "-"], database_files("postgresql://h/db")
+    )
+    assert database_files("postgresql://h:port/db") == []  # opening it says what's wrong
 
 
 def test_a_failed_write_leaves_the_target_as_it_was_and_no_temporary_file(tmp_path):
