@@ -15,14 +15,15 @@ from simindex.cli import app
 HEADER = """# CLI reference
 
 Generated from `--help` by `python docs/make_cli_reference.py`; a test fails when this page
-differs from what the commands say. Every command takes `--db` (or the `SIMINDEX_DATABASE_URL` environment
-variable): a SQLite file path, `sqlite:///path`, or `postgresql://user@host:port/database`;
-without it, `./simindex.db`. On PostgreSQL, `--schema NAME` (`SIMINDEX_SCHEMA`) picks the
-schema that holds the index ([SQL guide](sql.md)); commands that write wait at most `--lock-timeout`
-seconds for another writer ([reliability](reliability.md)). `--db` and `--schema` may also come before
-the command and apply to it (`simindex --db news.db stats`, like `git -C`); given after the
-command too, that one wins. Data goes to stdout, progress and summaries to stderr; a user
-error prints one `Error: ...` line and exits with status 1.
+differs from what the commands say. Every command takes `--db` (or the `SIMINDEX_DATABASE_URL`
+environment variable): a SQLite file path, `sqlite:///path`, or
+`postgresql://user@host:port/database`; without it, `./simindex.db`. On PostgreSQL,
+`--schema NAME` (`SIMINDEX_SCHEMA`) picks the schema that holds the index
+([SQL guide](sql.md)); commands that write wait at most `--lock-timeout` seconds for another
+writer ([reliability](reliability.md)). `--db` and `--schema` may also come before the command
+and apply to it (`simindex --db news.db stats`, like `git -C`); given after the command too,
+that one wins. Data goes to stdout, progress and summaries to stderr; a user error prints one
+`Error: ...` line and exits with status 1.
 """
 
 
