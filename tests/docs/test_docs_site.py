@@ -69,3 +69,16 @@ def test_the_strict_site_build_passes(tmp_path):
         cwd=REPO, capture_output=True, text=True, env=environment,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
+
+
+def test_the_first_compile_takes_as_long_in_the_readme_as_the_program_says():
+    """The README names the first compile's duration once, as the compile notice does."""
+    sources = "\n".join(p.read_text(encoding="utf-8") for p in (REPO / "simindex").rglob("*.py"))
+    (notice,) = set(re.findall(r"numba kernels, once after install[^(]*\(about (\d+) s", sources))
+    pages = {p.name: p.read_text(encoding="utf-8") for p in PAGES}
+    said = {
+        name: re.findall(r"compil[^.]*?about (\d+) s\b", " ".join(text.split()))
+        for name, text in pages.items()
+    }
+    assert said.pop("README.md") == [notice]
+    assert not any(said.values()), said
