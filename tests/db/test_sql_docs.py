@@ -1,5 +1,8 @@
 """Every SQL recipe in README.md and docs/sql.md runs as written on both backends and answers
-what it says; the neighbors view and the candidates recipe agree with Index.query_id."""
+what it says; the neighbors view and the candidates recipe agree with Index.query_id.
+
+Only public names of simindex are used: the recipes are what a user runs beside the library.
+"""
 
 import re
 import warnings
@@ -8,11 +11,7 @@ import numpy as np
 import pytest
 import sqlalchemy as sa
 
-from simindex import Index
-from simindex.errors import LowRecallWarning
-from simindex.pipeline.banding import band_keys
-from simindex.pipeline.minhash import pack
-from simindex.store import database_url
+from simindex import Index, LowRecallWarning, band_keys
 from tests.conftest import REPO
 
 POSTGRES_ONLY = "-- PostgreSQL only\n"
@@ -30,7 +29,7 @@ def _recipes(name: str, db_url: str) -> list[str]:
 def _run(db_url: str, recipes: list[str], ids: list[str] | None = None) -> list[list[list]]:
     """The rows of each recipe (outer list) for each id in place of its 'n001' (inner list;
     without ``ids``, as written), numbers as floats (PostgreSQL's numeric is a Decimal)."""
-    engine = sa.create_engine(database_url(db_url))
+    engine = sa.create_engine(db_url)  # the fixtures' URLs name their driver
     with engine.connect() as connection:
         results = [
             [
@@ -156,14 +155,14 @@ def test_simindex_band_keys_computes_the_keys_simindex_stores(pg_url):
     rng = np.random.default_rng(7)
     sigs = rng.integers(0, 2**32, size=(20, 128), dtype=np.uint64).astype(np.uint32)
     sigs[0] = 2**32 - 1  # every bit set: the 64-bit arithmetic must wrap, not overflow
-    engine = sa.create_engine(database_url(pg_url))
+    engine = sa.create_engine(pg_url)
     with engine.connect() as connection:
         for bands, rows in ((20, 5), (42, 3), (1, 128)):
             expected = band_keys(sigs, bands, rows)
             for sig, keys in zip(sigs, expected, strict=True):
                 found = connection.execute(
                     sa.text("SELECT band, key FROM news.simindex_band_keys(:s, :b, :r)"),
-                    {"s": pack(sig), "b": bands, "r": rows},
+                    {"s": sig.astype("<u4").tobytes(), "b": bands, "r": rows},
                 ).all()
                 assert found == list(enumerate(keys.tolist()))
     engine.dispose()
