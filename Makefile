@@ -22,10 +22,10 @@ $(VENV)/.test-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 demo: $(VENV)/.demo-installed
-	rm -f demo.db demo.db-wal demo.db-shm demo-kept.jsonl demo-kept.jsonl.dropped.csv
-	$(BIN)/simindex dedup examples/news.jsonl -o demo-kept.jsonl
-	$(BIN)/simindex ingest examples/news.jsonl --db demo.db
-	$(BIN)/simindex pairs --db demo.db
+	rm -f news.db news.db-wal news.db-shm news.dedup.jsonl news.dedup.jsonl.dropped.csv
+	$(BIN)/simindex dedup examples/news.jsonl -o news.dedup.jsonl --db news.db
+	head -3 news.dedup.jsonl.dropped.csv
+	$(BIN)/simindex query --db news.db --id n001
 	@echo
 	@echo "simindex is installed in $(VENV): run '$(BIN)/simindex --help',"
 	@echo "or 'source $(BIN)/activate' and then 'simindex --help'."
@@ -39,7 +39,8 @@ lint: $(VENV)/.test-installed
 	$(BIN)/lint-imports
 
 docs: $(VENV)/.test-installed
-	$(BIN)/mkdocs build --strict --site-dir $(VENV)/site
+	$(BIN)/python docs/make_cli_reference.py --check
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $(VENV)/site
 
 # Builds the wheel and installs it, with its dependencies only, into a fresh virtual
 # environment, then deduplicates the sample corpus from outside the checkout.
