@@ -25,6 +25,7 @@ from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_THRESHOLD
 from simindex.errors import DuplicateIdError, InputError
 from simindex.io.outputs import check_outputs, scratch_directory
 from simindex.io.readers import (
+    DEFAULT_MAX_CHARS,
     detect_format,
     read_checked,
     read_documents,
@@ -118,6 +119,7 @@ def dedup_files(
     id_field: str = "id",
     text_field: str = "text",
     encoding: str = "utf-8",
+    max_chars: int = DEFAULT_MAX_CHARS,
     on_empty: OnEmpty = "skip",
     on_duplicate: str = "fail",
     on_error: OnError = "fail",
@@ -135,7 +137,7 @@ def dedup_files(
 
     ``db``: the index to use and keep (default: a scratch SQLite file, removed after).
     Records ``db`` holds with the same id and normalized text already are no conflict (a
-    re-run). Empty texts are kept unindexed (``on_empty="skip"``) or an error; an id that
+    re-run). A text longer than ``max_chars`` is a bad record. Empty texts are kept unindexed (``on_empty="skip"``) or an error; an id that
     repeats or is indexed with another text is an error (DuplicateIdError) or its first copy
     is the one indexed (``on_duplicate="skip"``); bad records are an error (InputError) or
     left out and handed to ``problems`` (``on_error="skip"``). ``progress(step, documents)``
@@ -152,7 +154,7 @@ def dedup_files(
     step = progress or (lambda name, documents: None)
     with scratch_directory() as scratch:
         paths = [spool_stdin(scratch) if path == "-" else path for path in paths]
-        source = _Input(paths, fmt, id_field, text_field, encoding)
+        source = _Input(paths, fmt, id_field, text_field, encoding, max_chars)
         written_as = output_format(output, None, default=source.format)
         index, created = _open(db, scratch, schema, lock_timeout, threshold, spec)
         with index:
@@ -208,15 +210,21 @@ def committed_before(step: str, db: str | None) -> str:
 class _Input:
     """The input files and how to read them: as documents to index, as records to write."""
 
-    def __init__(self, paths: list[str], fmt: str, id_field: str, text_field: str, encoding: str):
+    def __init__(
+        self,
+        paths: list[str],
+        fmt: str,
+        id_field: str,
+        text_field: str,
+        encoding: str,
+        max_chars: int,
+    ):
         self.paths, self.id_field, self.text_field = paths, id_field, text_field
         self.format = detect_format(paths[0]) if fmt == "auto" else fmt
-        self._read = functools.partial(
-            read_documents, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding
-        )
-        self._checked = functools.partial(
-            read_checked, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding
-        )
+        self.max_chars = max_chars
+        how = {"fmt": fmt, "id_field": id_field, "text_field": text_field, "encoding": encoding}
+        self._read = functools.partial(read_documents, **how, max_chars=max_chars)
+        self._checked = functools.partial(read_checked, **how, max_chars=max_chars)
 
     def documents(self, on_error: Callable[[InputError], None] | None) -> Iterator[Any]:
         """(id, text, metadata) of every record; a bad one raises, or goes to ``on_error``."""
@@ -320,6 +328,7 @@ def _add(
             documents(),
             on_empty=on_empty,  # type: ignore[arg-type]
             on_duplicate=on_duplicate,  # type: ignore[arg-type]
+            max_chars=source.max_chars,
             progress=lambda n: step("indexing", n),
         )
     except DuplicateIdError as exc:

@@ -23,6 +23,7 @@ from simindex.cli.options import (
     InputFormatOption,
     Keep,
     LockTimeout,
+    MaxChars,
     NewScheme,
     Schema,
     Show,
@@ -35,7 +36,7 @@ from simindex.cli.render import titles as titles_of
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE, DEFAULT_THRESHOLD
 from simindex.errors import ParameterError
 from simindex.io.outputs import check_outputs
-from simindex.io.readers import expand_inputs
+from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs
 from simindex.io.writers import output_format, write_records
 from simindex.policies import ExportFormat, KeepRule, OnEmpty, OnError
 
@@ -233,6 +234,7 @@ def dedup(
         ),
     ] = "fail",
     error_log: ErrorLogPath = None,
+    max_chars: MaxChars = DEFAULT_MAX_CHARS,
     scheme: NewScheme = None,
 ) -> None:
     """Write INPUT without its near-duplicates: one record kept per cluster. The report of
@@ -246,7 +248,7 @@ def dedup(
             result = local.dedup_files(
                 paths, output, dropped=dropped, db=db, schema=schema, lock_timeout=lock_timeout,
                 threshold=threshold, keep=keep, fmt=fmt, id_field=id_field,
-                text_field=text_field, encoding=encoding, on_empty=on_empty,
+                text_field=text_field, encoding=encoding, max_chars=max_chars, on_empty=on_empty,
                 on_duplicate=on_duplicate, on_error=on_error, problems=errors,
                 spec=SignatureSpec(scheme=scheme) if scheme else None,
                 progress=lambda step, n: advance(n, step, reached),

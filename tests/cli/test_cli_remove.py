@@ -11,8 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simindex import Index
-from simindex.cli import prompt
-from simindex.cli import app
+from simindex.cli import app, prompt
 from simindex.errors import ParameterError
 
 runner = CliRunner()

@@ -12,9 +12,8 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from simindex.cli import app
+from simindex.cli import app, process
 from simindex.cli import kernels as cli_kernels
-from simindex.cli import process
 from simindex.pipeline import kernels
 from tests.conftest import FIRST_COMPILE, NEWS, compile_from_empty
 
