@@ -17,7 +17,6 @@ from simindex.cli.app import app
 from simindex.cli.errorlog import ErrorLog
 from simindex.cli.errors import NOTHING_CHANGED, command
 from simindex.cli.options import (
-    LOCK_TIMEOUT,
     POSITIVE,
     Db,
     DryRun,
@@ -36,7 +35,7 @@ from simindex.cli.options import (
 from simindex.cli.prompt import confirm
 from simindex.cli.render import added, describe_index, document, err, matches, out, shown, titles
 from simindex.cli.render import progress as progress_display
-from simindex.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BUCKET_SIZE
+from simindex.defaults import DEFAULT_BATCH_SIZE, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import InputError, ParameterError
 from simindex.io.outputs import check_outputs
 from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs, read_documents
@@ -60,7 +59,7 @@ def ingest(
     ],
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     fmt: InputFormatOption = "auto",
     id_field: IdField = "id",
     text_field: TextField = "text",
@@ -195,7 +194,7 @@ def delete(
     ] = None,
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     ids_file: Annotated[
         Path | None, typer.Option(help="Also remove the ids listed in this file, one per line.")
     ] = None,
@@ -224,7 +223,7 @@ def delete(
 def evict(
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     older_than: Annotated[
         datetime | None,
         typer.Option(

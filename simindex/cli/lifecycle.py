@@ -11,7 +11,6 @@ import typer
 from simindex.cli.app import app, db_app
 from simindex.cli.errors import NOTHING_CHANGED, command
 from simindex.cli.options import (
-    LOCK_TIMEOUT,
     POSITIVE,
     SCHEME_HELP,
     UNIT,
@@ -24,7 +23,7 @@ from simindex.cli.options import (
 )
 from simindex.cli.prompt import confirm
 from simindex.cli.render import describe_index, err, out, shown
-from simindex.defaults import DEFAULT_SCHEME, DEFAULT_THRESHOLD
+from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEME, DEFAULT_THRESHOLD
 from simindex.errors import ParameterError
 from simindex.policies import Shingle
 
@@ -40,7 +39,7 @@ DROPS_AFTER_COMMIT = (
 def init(
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Annotated[
         float,
         typer.Option(
@@ -88,7 +87,7 @@ def init(
 def reband(
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     bands: Annotated[
         int | None, typer.Option(help="Bands of the new banding (with --rows).", **POSITIVE)
     ] = None,
@@ -141,7 +140,7 @@ def activate(
     banding_id: BandingId,
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
     """Make a complete banding (from `reband --no-activate`) the active one."""
     from simindex.index import Index
@@ -156,7 +155,7 @@ def drop_banding(
     banding_id: BandingId,
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     yes: Yes = False,
 ) -> None:
     """Delete one banding that is not active (its band keys, pairs and clusters): one built

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEME, SCHEMES
+from simindex.defaults import DEFAULT_SCHEME, SCHEMES
 from simindex.policies import InputFormat, KeepRule
 
 DB_HELP = (
@@ -52,7 +52,6 @@ LockTimeout = Annotated[
         help="Seconds to wait for another writer of the index before giving up.",
     ),
 ]
-LOCK_TIMEOUT = DEFAULT_LOCK_TIMEOUT
 Threshold = Annotated[
     float | None,
     typer.Option(

@@ -14,7 +14,6 @@ from simindex.cli.app import app
 from simindex.cli.errorlog import ErrorLog
 from simindex.cli.errors import NOTHING_CHANGED, command, noting
 from simindex.cli.options import (
-    LOCK_TIMEOUT,
     Db,
     DuplicateThreshold,
     Encoding,
@@ -33,7 +32,7 @@ from simindex.cli.options import (
 )
 from simindex.cli.render import clusters_table, err, pairs_found, pairs_table, progress, shown
 from simindex.cli.render import titles as titles_of
-from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE, DEFAULT_THRESHOLD
+from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_BUCKET_SIZE, DEFAULT_THRESHOLD
 from simindex.errors import ParameterError
 from simindex.io.outputs import check_outputs
 from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs
@@ -48,7 +47,7 @@ CLUSTER_FIELDS = ["external_id", "cluster", "is_representative", "similarity"]
 def pairs(
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     full: Annotated[
         bool,
@@ -84,7 +83,7 @@ def pairs(
 def clusters(
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
     rule: Annotated[
         KeepRule, typer.Option(help="Which document represents (names) a cluster.")
@@ -111,7 +110,7 @@ def clusters(
             clusters_table(largest, titled)
 
 
-@command(app, interrupted=NOTHING_CHANGED + "; no output was written")
+@command(app, kernels=True, interrupted=NOTHING_CHANGED + "; no output was written")
 def export(
     db: Db = None,
     schema: Schema = None,
@@ -208,7 +207,7 @@ def dedup(
         ),
     ] = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: DuplicateThreshold = DEFAULT_THRESHOLD,
     keep: Keep = "earliest",
     fmt: InputFormatOption = "auto",

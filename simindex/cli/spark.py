@@ -10,7 +10,6 @@ import typer
 from simindex.cli.app import spark_app
 from simindex.cli.errors import command
 from simindex.cli.options import (
-    LOCK_TIMEOUT,
     SCHEME_HELP,
     Db,
     DuplicateThreshold,
@@ -27,7 +26,7 @@ from simindex.cli.options import (
     TextField,
 )
 from simindex.cli.render import counts, describe_index, err, shown
-from simindex.defaults import DEFAULT_SCHEME, DEFAULT_THRESHOLD
+from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEME, DEFAULT_THRESHOLD
 from simindex.errors import ParameterError
 from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs
 from simindex.policies import OnEmpty, OnError, SparkOutputFormat
@@ -113,7 +112,7 @@ def spark_ingest(
     ],
     db: Db = None,
     schema: Schema = None,
-    lock_timeout: LockTimeout = LOCK_TIMEOUT,
+    lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     master: SparkMaster = None,
     fmt: InputFormatOption = "auto",
     id_field: IdField = "id",
