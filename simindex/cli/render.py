@@ -53,19 +53,26 @@ def progress(label: str) -> Iterator[Callable[..., None]]:
         TextColumn("{task.description} {task.completed:,} documents"),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=err, transient=True) as display:
-        task = display.add_task(label, total=None)
-        current = [label.lower()]
+    display = Progress(*columns, console=err, transient=True)
+    task = display.add_task(label, total=None)
+    current = [label.lower(), False]  # the step, and whether the display has started
 
-        def advance(documents: int, step: str | None = None, steps: list | None = None) -> None:
-            if step is not None and step != current[0]:
-                current[0] = step
-                display.reset(task, description=step.capitalize(), total=None)
-                if steps is not None:
-                    steps.append(step)
-            display.advance(task, documents)
+    def advance(documents: int, step: str | None = None, steps: list | None = None) -> None:
+        if not current[1]:  # shown from the first count on: an earlier error prints alone
+            display.start()
+            current[1] = True
+        if step is not None and step != current[0]:
+            current[0] = step
+            display.reset(task, description=step.capitalize(), total=None)
+            if steps is not None:
+                steps.append(step)
+        display.advance(task, documents)
 
+    try:
         yield advance
+    finally:
+        if current[1]:
+            display.stop()
 
 
 def names(ids: list[str], most: int = 5) -> str:
