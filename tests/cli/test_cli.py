@@ -98,8 +98,8 @@ def test_a_database_that_is_down_is_one_line_without_the_password():
 def test_init_refuses_nonsense_with_the_arithmetic(tmp_path):
     result = run("init", "--db", str(tmp_path / "x.db"), "--bands", "42", "--rows", "4", ok=False)
     assert "bands*rows must be <= num_perm, got 42*4=168 > 128" in result.stderr
-    result = run("init", "--db", str(tmp_path / "x.db"), "-k", "0", ok=False)
-    assert "k (shingle length) must be an integer in 1..64, got 0" in result.stderr
+    result = run("init", "--db", str(tmp_path / "x.db"), "-k", "65", ok=False)
+    assert "k (shingle length) must be an integer in 1..64, got 65" in result.stderr
 
 
 def test_export_before_pairs_names_the_command_to_run(tmp_path):

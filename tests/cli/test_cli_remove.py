@@ -11,8 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from simindex import Index
-from simindex import cli as cli_module
-from simindex.cli import app
+from simindex.cli import app, prompt
 from simindex.errors import ParameterError
 
 runner = CliRunner()
@@ -69,7 +68,7 @@ def test_without_a_terminal_or_yes_nothing_is_removed(db):
 
 
 def test_on_a_terminal_it_asks_first(db, monkeypatch):
-    monkeypatch.setattr(cli_module, "_interactive", lambda: True)
+    monkeypatch.setattr(prompt, "interactive", lambda: True)
     declined = run("delete", "a", "b", "--db", db, input="n\n", ok=False)
     assert declined.exit_code == 1 and "Remove 2 documents from" in declined.stderr
     assert "Nothing changed." in declined.stderr and _ids(db) == ["a", "b", "c"]
@@ -80,7 +79,7 @@ def test_on_a_terminal_it_asks_first(db, monkeypatch):
 def test_reband_drop_old_confirms_too(db, monkeypatch):
     refused = run("reband", "--bands", "42", "--rows", "3", "--drop-old", "--db", db, ok=False)
     assert refused.exit_code == 1 and "--drop-old deletes the other bandings" in refused.stderr
-    monkeypatch.setattr(cli_module, "_interactive", lambda: True)
+    monkeypatch.setattr(prompt, "interactive", lambda: True)
     declined = run(
         "reband", "--bands", "42", "--rows", "3", "--drop-old", "--db", db, input="n\n", ok=False
     )
@@ -96,7 +95,7 @@ def test_drop_banding_confirms_and_refuses_the_active_one(db, monkeypatch):
     run("reband", "--bands", "42", "--rows", "3", "--no-activate", "--db", db)
     refused = run("drop-banding", "2", "--db", db, ok=False)
     assert refused.exit_code == 1 and "drop-banding deletes a banding for good" in refused.stderr
-    monkeypatch.setattr(cli_module, "_interactive", lambda: True)
+    monkeypatch.setattr(prompt, "interactive", lambda: True)
     declined = run("drop-banding", "2", "--db", db, input="n\n", ok=False)
     assert declined.exit_code == 1 and "Drop banding 2" in declined.stderr
     active = run("drop-banding", "1", "--db", db, "--yes", ok=False)

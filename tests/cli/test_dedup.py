@@ -83,3 +83,50 @@ def test_dedup_and_evict_errors_are_one_line(tmp_path):
     assert "'a' appears twice" in result.stderr and not (tmp_path / "o.jsonl").exists()
     result = run("evict", "--db", str(tmp_path / "none.db"), ok=False)
     assert "give --older-than or --days" in result.stderr
+
+
+def test_dedup_into_an_index_reports_the_input_records_only(db_url, tmp_path):
+    """An index of the sample corpus (18 planted duplicates of its own), and an input of three
+    edited copies of indexed stories and one new text: the summary and the dropped report
+    speak of those four records, each dropped one naming the indexed story it duplicates."""
+    original = [json.loads(line) for line in NEWS.read_text().splitlines()]
+    run("ingest", str(NEWS), "--db", db_url)
+    run("pairs", "--db", db_url, "--top", "0")
+    run("clusters", "--db", db_url, "--top", "0")
+    copies = {f"copy{i}": original[i] for i in (0, 1, 2)}
+    lines = [
+        json.dumps({"id": new_id, "text": story["text"] + " (updated)"})
+        for new_id, story in copies.items()
+    ]
+    lines.append(json.dumps({"id": "fresh", "text": "A text that no indexed story resembles."}))
+    source, kept = tmp_path / "input.jsonl", tmp_path / "kept.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    result = run("dedup", str(source), "-o", str(kept), "--db", db_url)
+    summary = result.stderr.replace("\n", " ")
+    assert "kept 1 records" in summary and "dropped 3 (3 of them duplicate documents" in summary
+    assert [json.loads(line)["id"] for line in kept.read_text().splitlines()] == ["fresh"]
+    report = list(csv.DictReader(open(tmp_path / "kept.jsonl.dropped.csv")))
+    assert sorted(r["id"] for r in report) == sorted(copies)
+    clusters = {
+        r["external_id"]: r["cluster"]
+        for r in csv.DictReader(
+            run("export", "--db", db_url, "--what", "clusters").stdout.splitlines()
+        )
+    }
+    for row in report:  # the indexed story itself, or the one its cluster keeps
+        story = copies[row["id"]]["id"]
+        assert row["representative"] == clusters.get(story, story)
+
+
+def test_dedup_advises_only_the_duplicate_choices_it_has(tmp_path):
+    (tmp_path / "in.jsonl").write_text('{"id": "a", "text": "x y z"}\n{"id": "a", "text": "y"}\n')
+    result = run("dedup", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "o.jsonl"), ok=False)
+    assert "--on-duplicate skip" in result.stderr and "replace" not in result.stderr
+
+
+def test_dedup_takes_the_max_chars_its_advice_names(tmp_path):
+    kept = tmp_path / "kept.jsonl"
+    too_long = run("dedup", str(NEWS), "-o", str(kept), "--max-chars", "100", ok=False)
+    assert "--max-chars" in too_long.stderr and not kept.exists()
+    run("dedup", str(NEWS), "-o", str(kept), "--max-chars", "100000")
+    assert len(kept.read_text().splitlines()) == 100 - PLANTED_AT_08

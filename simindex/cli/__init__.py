@@ -1,0 +1,39 @@
+"""The ``simindex`` command: a thin Typer layer over the library.
+
+Each command parses its options, makes one library call and renders the result: data on
+stdout, progress and summaries on stderr (simindex.cli.render). A SimindexError becomes
+``Error: ...`` and exit status 1, Ctrl-C says what was committed and exits with 130
+(simindex.cli.errors); any other exception is a bug and keeps its traceback. The library
+(numba, NumPy, SQLAlchemy) loads inside the commands that use it, so --help starts fast.
+"""
+
+from __future__ import annotations
+
+import os
+
+# The command modules register their commands on ``app`` as they are imported.
+from simindex.cli import documents, inspect, lifecycle, process, results, spark  # noqa: F401
+from simindex.cli.app import app
+from simindex.cli.render import shown
+
+__all__ = ["app", "run", "shown"]
+
+# --help lists the commands in the order of the job: make an index, fill it, find, remove.
+ORDER = (
+    "init ingest query pairs export clusters show dedup delete evict reband activate "
+    "drop-banding stats check evaluate report tune"
+).split()
+app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__name__))
+
+
+def run() -> None:
+    """The ``simindex`` console script: the process's own settings, set before any library
+    loads (a user's own setting wins), then the command."""
+    # numba's OpenMP threads would otherwise spin after each parallel loop, taking the CPU
+    # that the database work beside them needs.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # Arrow's default allocator keeps the buffers of finished batches resident; the C
+    # library's returns them.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    process.malloc_settings()
+    app(prog_name="simindex")
