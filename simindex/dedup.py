@@ -44,6 +44,7 @@ from simindex.policies import (
     OnError,
     duplicate_advice,
 )
+from simindex.store import database_files
 
 if TYPE_CHECKING:
     from simindex.index import Index
@@ -150,7 +151,7 @@ def dedup_files(
     ON_ERROR.check(on_error)
     dropped = dropped or dropped_path(output)
     logged = [problems.path] if problems is not None and problems.path else []
-    check_outputs([output, dropped, *logged], paths, db if db else False)
+    check_outputs([output, dropped, *logged], paths, database_files(db) if db else ())
     step = progress or (lambda name, documents: None)
     with scratch_directory() as scratch:
         paths = [spool_stdin(scratch) if path == "-" else path for path in paths]

@@ -40,6 +40,7 @@ from simindex.errors import InputError, ParameterError
 from simindex.io.outputs import check_outputs
 from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs, read_documents
 from simindex.policies import OnDuplicate, OnEmpty, OnError
+from simindex.store import database_files
 
 if TYPE_CHECKING:
     from simindex.index import Index, Removal
@@ -100,7 +101,7 @@ def ingest(
     from simindex.index import Index
 
     paths = expand_inputs(files)
-    check_outputs([error_log], paths, db)
+    check_outputs([error_log], paths, database_files(db))
     index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
     with index, ErrorLog(error_log) as errors:
         started = time.perf_counter()

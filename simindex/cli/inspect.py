@@ -84,9 +84,10 @@ def report(
     from simindex.index import Index
     from simindex.io.outputs import check_outputs
     from simindex.report import example_pairs, require_matplotlib, write_report
+    from simindex.store import database_files
 
     require_matplotlib()  # before the evaluation, which may take a while
-    check_outputs([output], db=db)
+    check_outputs([output], database_files=database_files(db))
     with Index.open(db, schema=schema) as index:
         result = index.evaluate(sample=sample, floor=floor, seed=seed)
         statistics = index.stats()

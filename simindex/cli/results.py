@@ -38,6 +38,7 @@ from simindex.io.outputs import check_outputs
 from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs
 from simindex.io.writers import output_format, write_records
 from simindex.policies import ExportFormat, KeepRule, OnEmpty, OnError
+from simindex.store import database_files
 
 PAIR_FIELDS = ["id_a", "id_b", "similarity", "exact_jaccard", "estimated_jaccard"]
 CLUSTER_FIELDS = ["external_id", "cluster", "is_representative", "similarity"]
@@ -137,7 +138,7 @@ def export(
 
     path = str(output) if output else None
     written_as = output_format(path, fmt, default="csv")
-    check_outputs([path], db=db)
+    check_outputs([path], database_files=database_files(db))
     if what == "clusters" and threshold is not None:
         raise ParameterError("clusters are exported as built; --threshold is for pairs")
     with Index.open(db, schema=schema) as index:
