@@ -15,6 +15,8 @@ from simindex.errors import ParameterError
 OnEmpty = Literal["fail", "skip"]
 OnDuplicate = Literal["fail", "skip", "replace"]
 OnError = Literal["fail", "skip"]
+# Bytes that are not in the input's encoding: the record is malformed, or they become U+FFFD.
+EncodingErrors = Literal["strict", "replace"]
 # Which document of a cluster is kept (represents it): the first ingested, or the one with
 # the most distinct shingles (ties to the earliest).
 KeepRule = Literal["earliest", "longest"]
@@ -57,6 +59,7 @@ def _one_of(values: tuple[str, ...]) -> str:
 ON_EMPTY = Choice("on_empty", get_args(OnEmpty))
 ON_DUPLICATE = Choice("on_duplicate", get_args(OnDuplicate))
 ON_ERROR = Choice("on_error", get_args(OnError))
+ENCODING_ERRORS = Choice("encoding_errors", get_args(EncodingErrors))
 KEEP = Choice("keep", get_args(KeepRule))
 INPUT_FORMATS = Choice("fmt", get_args(InputFormat), option="--format")
 EXPORT_FORMATS = Choice("fmt", get_args(ExportFormat), option="--format")

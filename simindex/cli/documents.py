@@ -19,15 +19,20 @@ from simindex.cli.errors import NOTHING_CHANGED, command
 from simindex.cli.options import (
     POSITIVE,
     Db,
+    Delimiter,
     DryRun,
     Encoding,
+    EncodingErrors,
     ErrorLogPath,
+    IdColumn,
     IdField,
     InputFormatOption,
     LockTimeout,
     MaxChars,
+    NoHeader,
     Schema,
     Show,
+    TextColumn,
     TextField,
     Threshold,
     Yes,
@@ -37,8 +42,10 @@ from simindex.cli.render import added, describe_index, document, err, matches, o
 from simindex.cli.render import progress as progress_display
 from simindex.defaults import DEFAULT_BATCH_SIZE, DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import InputError, ParameterError
+from simindex.io.delimited import CsvLayout
+from simindex.io.lines import ReplacedRecords
 from simindex.io.outputs import check_outputs
-from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs, read_documents
+from simindex.io.readers import DEFAULT_MAX_CHARS, read_documents, scan_inputs
 from simindex.policies import OnDuplicate, OnEmpty, OnError
 from simindex.store import database_files
 
@@ -65,6 +72,11 @@ def ingest(
     id_field: IdField = "id",
     text_field: TextField = "text",
     encoding: Encoding = "utf-8",
+    encoding_errors: EncodingErrors = "strict",
+    delimiter: Delimiter = None,
+    no_header: NoHeader = False,
+    id_column: IdColumn = 0,
+    text_column: TextColumn = 1,
     batch_size: Annotated[
         int,
         typer.Option(
@@ -100,7 +112,8 @@ def ingest(
     glob stands for its files, in sorted order."""
     from simindex.index import Index
 
-    paths = expand_inputs(files)
+    inputs, layout = scan_inputs(files), CsvLayout(delimiter, not no_header, id_column, text_column)
+    paths, replaced = inputs.files, ReplacedRecords()
     check_outputs([error_log], paths, database_files(db))
     index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
     with index, ErrorLog(error_log) as errors:
@@ -108,6 +121,7 @@ def ingest(
         read = functools.partial(
             read_documents, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,
             on_error=errors.add if on_error == "skip" else None, max_chars=max_chars,
+            csv_layout=layout, encoding_errors=encoding_errors, on_replaced=replaced,
         )  # fmt: skip
         with progress_display("Ingesting") as advance:
             result = index.add(
@@ -120,6 +134,9 @@ def ingest(
             )
         errors.add_empty(result.skipped_empty)
         err.print(added(result, time.perf_counter() - started))
+        for note in (inputs.note(), replaced.summary(encoding) if replaced.count else None):
+            if note:
+                err.print(note)
         if created:  # it was created with the documents (a failure leaves none): only now
             if not index.completed_half_created:
                 err.print(f"Created a new index in {shown(index.url)}")

@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 from simindex.defaults import DEFAULT_SCHEME, SCHEMES
+from simindex.policies import EncodingErrors as EncodingErrorsMode
 from simindex.policies import InputFormat, KeepRule
 
 DB_HELP = (
@@ -83,10 +84,37 @@ InputFormatOption = Annotated[
 IdField = Annotated[str, typer.Option(help="Field (JSON, Parquet) or column (CSV) holding the id.")]
 TextField = Annotated[str, typer.Option(help="Field or column holding the text.")]
 Encoding = Annotated[str, typer.Option(help="Text encoding of the input files.")]
+EncodingErrors = Annotated[
+    EncodingErrorsMode,
+    typer.Option(
+        help="A record with bytes that are not in --encoding: strict (a bad record, see "
+        "--on-error), or replace them with U+FFFD (the records touched are counted)."
+    ),
+]
+Delimiter = Annotated[
+    str | None,
+    typer.Option(
+        help="CSV delimiter (e.g. ';' or tab). Default: a comma if the header has one, else "
+        "the first of ; tab | in it.",
+        show_default=False,
+    ),
+]
+NoHeader = Annotated[
+    bool,
+    typer.Option(
+        "--no-header", help="CSV files have no header: take --id-column and --text-column."
+    ),
+]
+IdColumn = Annotated[
+    int, typer.Option(help="With --no-header: the id's column, counted from 0.", min=0)
+]
+TextColumn = Annotated[
+    int, typer.Option(help="With --no-header: the text's column, counted from 0.", min=0)
+]
 MaxChars = Annotated[
     int,
     typer.Option(
-        help="Longest document accepted, in characters (~20 bytes of memory each).", **POSITIVE
+        help="Longest document accepted, in characters (~60 bytes of memory each).", **POSITIVE
     ),
 ]
 ErrorLogPath = Annotated[

@@ -17,12 +17,13 @@ import io
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal, NamedTuple
+from typing import NamedTuple
 
 from simindex.errors import InputError, shorten
+from simindex.policies import ENCODING_ERRORS as ENCODING_ERRORS_CHOICE
+from simindex.policies import EncodingErrors
 
-EncodingErrors = Literal["strict", "replace"]
-ENCODING_ERRORS = ("strict", "replace")
+ENCODING_ERRORS = ENCODING_ERRORS_CHOICE.values
 _ASCII = bytes(range(128))
 # Bytes read at a time; bytes.splitlines ends lines as io.TextIOWrapper(newline="") does.
 _BLOCK = 1 << 16
