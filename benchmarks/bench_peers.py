@@ -243,10 +243,9 @@ def missing(tool: str, args: argparse.Namespace) -> str | None:
 
 def bench(size: str, args: argparse.Namespace) -> tuple[str, list[str]]:
     """The table of one corpus and the notes on the tools skipped."""
-    path = corpus.corpus(size)
+    print(f"{size}: the corpus and its exact ground truth ...", flush=True)
+    path, truth = corpus.prepared(size)
     docs = sum(1 for _ in corpus.documents(path))
-    print(f"{size}: {docs:,} documents; exact ground truth ...", flush=True)
-    truth = corpus.truth(path)
     rows, notes = [], []
     for tool in args.tools:
         reason = missing(tool, args)

@@ -35,9 +35,8 @@ def main() -> None:
     measure.warm_up()
     rows = []
     for size in args.sizes:
-        path = corpus.corpus(size)
+        path, truth = corpus.prepared(size)
         ids = [id_ for id_, _ in corpus.documents(path)]
-        truth = corpus.truth(path)
         for scheme in SCHEMES:
             with tempfile.TemporaryDirectory() as work:
                 kept_file = f"{work}/kept.jsonl"

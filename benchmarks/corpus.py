@@ -15,7 +15,8 @@ exact Jaccard similarity of shingles is at least the threshold, with the shingle
 uses (``simindex.normalize``, then ``simindex.shingle_sets``: character 5-grams), found by an
 exact all-pairs join (prefix filtering) that does not use simindex's index.
 
-This module is imported by the scripts next to it; it is not a script itself.
+The scripts next to it import this module; ``python benchmarks/corpus.py SIZE`` makes a
+corpus and its ground truth ahead of them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,11 +114,22 @@ def corpus_path(size: str | int, seed: int = SEED) -> Path:
     return DATA / f"gen{int(size)}_seed{seed}_v{GENERATOR_VERSION}.jsonl.gz"
 
 
+def _truth_path(path: Path, threshold: float) -> Path:
+    return path.with_name(path.name.removesuffix(".jsonl.gz") + f"_truth{threshold}.npy")
+
+
 def corpus(size: str | int, seed: int = SEED) -> Path:
-    """The corpus of ``size`` documents as a .jsonl.gz file, generated unless cached."""
+    """The corpus of ``size`` documents as a .jsonl.gz file, generated unless cached (in a
+    process of its own: see :func:`prepared`)."""
     path = corpus_path(size, seed)
-    if path.exists():
-        return path
+    if not path.exists():
+        subprocess.run([sys.executable, __file__, str(size), "--seed", str(seed)], check=True)
+    return path
+
+
+def write_corpus(size: str | int, seed: int = SEED) -> Path:
+    """Generate the corpus of ``size`` documents into its cache file."""
+    path = corpus_path(size, seed)
     texts = reuters_texts()
     DATA.mkdir(parents=True, exist_ok=True)
     scratch = path.with_suffix(".tmp")
@@ -162,7 +176,7 @@ def queries(path: Path, count: int, seed: int = SEED) -> list[tuple[str, str]]:
 def truth(path: Path, threshold: float = THRESHOLD) -> np.ndarray:
     """Every pair (a, b), a < b, of row numbers of the corpus whose exact Jaccard similarity
     of shingles is >= ``threshold``: an int64 array of shape (pairs, 2), sorted, cached."""
-    cache = path.with_name(path.name.removesuffix(".jsonl.gz") + f"_truth{threshold}.npy")
+    cache = _truth_path(path, threshold)
     if cache.exists():
         return np.load(cache)
     from simindex import SignatureSpec, normalize, shingle_sets
@@ -184,6 +198,16 @@ def truth(path: Path, threshold: float = THRESHOLD) -> np.ndarray:
     pairs = similar_pairs(np.concatenate(hashes), np.concatenate(counts), threshold)
     np.save(cache, pairs)
     return pairs
+
+
+def prepared(size: str | int) -> tuple[Path, np.ndarray]:
+    """The corpus of ``size`` and its ground truth, made in a process of their own if not
+    cached: a command started later from this process would otherwise inherit the join's
+    peak RSS as its own (Linux carries ``ru_maxrss`` across fork and exec)."""
+    path = corpus(size)
+    if not _truth_path(path, THRESHOLD).exists():
+        subprocess.run([sys.executable, __file__, str(size), "--truth"], check=True)
+    return path, truth(path)
 
 
 def similar_pairs(hashes: np.ndarray, counts: np.ndarray, threshold: float) -> np.ndarray:
@@ -271,3 +295,23 @@ def dedup_quality(removed: set[int], truth_pairs: np.ndarray, size: int) -> dict
         "precision": correct / len(removed) if removed else 1.0,
         "recall": int(np.minimum(removed_per_component, should).sum()) / max(int(should.sum()), 1),
     }
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Make a benchmark corpus (and its truth).")
+    parser.add_argument("size", help="'reuters' or a number of documents")
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--truth", action="store_true", help="also its exact ground truth")
+    args = parser.parse_args()
+    path = corpus_path(args.size, args.seed)
+    if not path.exists():
+        write_corpus(args.size, args.seed)
+    print(path)
+    if args.truth:
+        print(f"{len(truth(path)):,} pairs with Jaccard >= {THRESHOLD}")
+
+
+if __name__ == "__main__":
+    main()
