@@ -1,137 +1,90 @@
-"""Benchmark: adding 1,000 documents to a 100,000-document index, against a full run.
+"""Benchmark: adding batches to an existing index, with pairs found only for the new ones.
 
-On each backend: index the first 100,000 documents of a generated corpus (bench_pipeline's
-generator, 101,000 documents, ~15% planted near-duplicates), find pairs at 0.8 and build
-clusters (the full run, timed); then add the last 1,000 documents and run `find_pairs` again,
-which is incremental and updates the clusters (timed); finally rebuild everything from scratch
-(`find_pairs(full=True)` + `cluster`, timed) and check that both ways give the same pairs and
-clusters.
+On each backend, in a fresh database: the first documents of a generated corpus
+(benchmarks/corpus.py) are indexed and paired (``Index.add``, ``find_pairs``: the base),
+then --batches batches of --batch new documents each are added and paired in turn. A batch's
+``find_pairs`` pairs only the new documents (with each other and with the index), so its
+time should follow the batch, not the index. Times are measured inside this process
+(library calls), after an untimed warm-up.
 
-Run from the repository root:
-    .venv/bin/python benchmarks/bench_incremental.py [--base 100000 --new 1000] [--write-results]
+Run from the repository root (PostgreSQL at --pg-url must allow CREATE DATABASE):
+    python benchmarks/bench_incremental.py                       # 20k = 16k base + 4 x 1k
+    python benchmarks/bench_incremental.py --size 400000 --batch 10000 --results
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
-import os
-import shlex
-import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pipeline import (  # noqa: E402 (the sibling script, for its corpus generator)
-    DEFAULT_PG,
-    RESULTS,
-    corpus_path,
-    drop_pg_database,
-    fresh_pg_database,
-    step_corpus,
-)
+import corpus
+import measure
 
-from simindex import Index  # noqa: E402
+TITLE = "Incremental: batches added to an existing index (bench_incremental.py)"
+BACKENDS = {"sqlite": "SQLite", "pg": "PostgreSQL"}
 
 
-def documents(path: Path, start: int, stop: int):
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        for line in islice(f, start, stop):
-            doc = json.loads(line)
-            yield doc["id"], doc["text"]
-
-
-def timed(function, *args, **kwargs):
+def timed(call):
     started = time.perf_counter()
-    result = function(*args, **kwargs)
-    return result, time.perf_counter() - started
+    result = call()
+    return time.perf_counter() - started, result
 
 
-def run(url: str, path: Path, base: int, new: int) -> dict:
-    with Index.create(url) as index:
-        _, ingest_base = timed(index.add, documents(path, 0, base))
-        _, pairs_full = timed(index.find_pairs)
-        _, clusters_full = timed(index.cluster)
-        _, ingest_new = timed(index.add, documents(path, base, base + new))
-        report, pairs_incremental = timed(index.find_pairs)
-        assert report.incremental
-        incremental = (
-            {(p.id_a, p.id_b) for p in index.pairs()},
-            {(c.external_id, c.cluster) for c in index.clusters()},
-        )
-        _, pairs_rebuilt = timed(index.find_pairs, full=True)
-        _, clusters_rebuilt = timed(index.cluster)
-        rebuilt = (
-            {(p.id_a, p.id_b) for p in index.pairs()},
-            {(c.external_id, c.cluster) for c in index.clusters()},
-        )
-    return {
-        "ingest base (s)": ingest_base,
-        "pairs + clusters, full run on the base (s)": pairs_full + clusters_full,
-        f"ingest {new:,} new (s)": ingest_new,
-        "pairs + clusters, incremental (s)": pairs_incremental,
-        "new candidates verified": report.candidates,
-        "new pairs": report.pairs,
-        "pairs + clusters, full rebuild after (s)": pairs_rebuilt + clusters_rebuilt,
-        "incremental / full rebuild": pairs_incremental / (pairs_rebuilt + clusters_rebuilt),
-        "same pairs and clusters as the rebuild": incremental == rebuilt,
-    }
+def bench(backend: str, args: argparse.Namespace) -> list[list[str]]:
+    from simindex import Index
+
+    path = corpus.corpus(args.size)
+    base = args.size - args.batch * args.batches
+    documents = corpus.documents(path)
+    rows = []
+    with (
+        measure.database(backend, "bench_incremental", args.pg_url, args.sqlite_dir) as url,
+        Index.create(url) as index,
+    ):
+        add, _ = timed(lambda: index.add(islice(documents, base)))
+        pairs, report = timed(index.find_pairs)
+        rows.append([BACKENDS[backend], f"base: {base:,}", f"{add:.2f}", f"{pairs:.2f}",
+                     f"{report.pairs:,}"])  # fmt: skip
+        for number in range(1, args.batches + 1):
+            add, _ = timed(lambda: index.add(islice(documents, args.batch)))
+            pairs, report = timed(index.find_pairs)
+            rows.append([BACKENDS[backend], f"batch {number}: +{args.batch:,}", f"{add:.2f}",
+                         f"{pairs:.2f}", f"{report.pairs:,}"])  # fmt: skip
+            print(" | ".join(rows[-1]), flush=True)
+    return rows
+
+
+def warm_up() -> None:
+    from simindex import Index
+
+    texts = list(islice(corpus.documents(corpus.corpus("reuters")), 300))
+    with tempfile.TemporaryDirectory() as folder, Index.create(f"{folder}/warm.db") as index:
+        index.add(texts)
+        index.find_pairs()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--base", type=int, default=100_000)
-    parser.add_argument("--new", type=int, default=1_000)
-    parser.add_argument("--seed", type=int, default=20240601)
-    parser.add_argument("--pg-url", default=DEFAULT_PG)
-    parser.add_argument("--write-results", action="store_true")
-    args = parser.parse_args()
-    name = f"gen{args.base + args.new}"
-    step_corpus(name, args.seed)
-    path = corpus_path(name, args.seed)
-    results = {}
-    with tempfile.TemporaryDirectory() as scratch:
-        results["SQLite"] = run(f"sqlite:///{scratch}/incremental.db", path, args.base, args.new)
-    database = "bench_incremental"
-    try:
-        url = fresh_pg_database(args.pg_url, database)
-        results["PostgreSQL"] = run(url, path, args.base, args.new)
-    finally:
-        drop_pg_database(args.pg_url, database)
-    rows = list(results["SQLite"])
-    table = ["| step | SQLite | PostgreSQL |", "| --- | ---: | ---: |"]
-    for row in rows:
-        cells = [results[b][row] for b in ("SQLite", "PostgreSQL")]
-        table.append(f"| {row} | " + " | ".join(_cell(c) for c in cells) + " |")
-    command = " ".join(shlex.quote(a) for a in [".venv/bin/python", *sys.argv])
-    section = "\n".join(
-        [
-            f"\n## {datetime.now(UTC):%Y-%m-%d %H:%M} UTC: incremental pairs and clusters",
-            "",
-            f"- Machine: nproc {os.cpu_count()}; corpus {path.name}: the first {args.base:,} "
-            f"documents, then {args.new:,} more",
-            f"- Command: `{command}`",
-            "",
-            *table,
-            "",
-        ]
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    print(section)
-    if args.write_results:
-        with open(RESULTS, "a", encoding="utf-8") as f:
-            f.write(section)
-
-
-def _cell(value) -> str:
-    if isinstance(value, bool):
-        return "yes" if value else "**no**"
-    if isinstance(value, float):
-        return f"{value:.3f}" if value < 1 else f"{value:.2f}"
-    return f"{value:,}"
+    parser.add_argument("--size", type=int, default=20_000, help="documents in all")
+    parser.add_argument("--batch", type=int, default=1_000, help="documents per batch")
+    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=list(BACKENDS))
+    parser.add_argument("--pg-url", default=measure.DEFAULT_PG, help="PostgreSQL (CREATE DATABASE)")
+    parser.add_argument("--sqlite-dir", type=Path, default=Path(tempfile.gettempdir()))
+    parser.add_argument("--results", action="store_true", help="write the table to RESULTS.md")
+    args = parser.parse_args()
+    warm_up()
+    rows = [row for backend in args.backends for row in bench(backend, args)]
+    header = ["backend", "documents added", "add s", "find_pairs s", "new pairs"]
+    body = measure.table(header, rows)
+    print("\n" + body)
+    if args.results:
+        measure.write_section(TITLE, body, args.pg_url)
 
 
 if __name__ == "__main__":
