@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 # The command modules register their commands on ``app`` as they are imported.
-from simindex.cli import documents, inspect, lifecycle, process, results, spark  # noqa: F401
+from simindex.cli import documents, inspect, lifecycle, results, spark  # noqa: F401
 from simindex.cli.app import app
 from simindex.cli.render import shown
 
@@ -35,5 +35,4 @@ def run() -> None:
     # Arrow's default allocator keeps the buffers of finished batches resident; the C
     # library's returns them.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
-    process.malloc_settings()
     app(prog_name="simindex")

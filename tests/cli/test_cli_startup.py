@@ -1,18 +1,17 @@
 """The CLI's own process: the first run after install says that it compiles the kernels
-(once), and the console script sets glibc's malloc and its libraries' environment for itself
-(a user's own settings win)."""
+(once), and the console script sets its libraries' environment for itself (a user's own
+settings win)."""
 
 from __future__ import annotations
 
 import os
-import platform
 import subprocess
 import sys
 
 import pytest
 from typer.testing import CliRunner
 
-from simindex.cli import app, process
+from simindex.cli import app
 from simindex.cli import kernels as cli_kernels
 from simindex.pipeline import kernels
 from tests.conftest import FIRST_COMPILE, NEWS, compile_from_empty
@@ -76,69 +75,3 @@ def test_the_console_script_sets_its_libraries_environment_unless_the_user_did(g
         [sys.executable, "-c", ENVIRONMENT_PROBE], env=env, capture_output=True, text=True
     )
     assert result.stdout.splitlines()[-1] == expected, result.stderr
-
-
-def test_the_console_script_limits_glibc_arenas_and_keeps_its_mmap_and_trim_thresholds(
-    monkeypatch,
-):
-    """Two heap arenas, blocks of 4 MiB or more always mapped on their own, and up to 16 MiB
-    free at the top of a heap kept (see cli.process.malloc_settings); a user's
-    MALLOC_ARENA_MAX, MALLOC_MMAP_THRESHOLD_ or MALLOC_TRIM_THRESHOLD_ is left to glibc."""
-    calls = []
-
-    class Libc:
-        def mallopt(self, option, value):
-            calls.append((option, value))
-            return 1
-
-    monkeypatch.setattr(sys, "platform", "linux")
-    monkeypatch.setattr("ctypes.CDLL", lambda name: Libc())
-    for name in ("MALLOC_ARENA_MAX", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"):
-        monkeypatch.delenv(name, raising=False)
-    process.malloc_settings()
-    expected = [(-8, 2), (-3, 4194304), (-1, 16777216)]
-    assert calls == expected
-    monkeypatch.setenv("MALLOC_ARENA_MAX", "8")
-    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "65536")
-    monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "131072")
-    process.malloc_settings()
-    assert calls == expected
-
-
-# Blocks of 3 MiB made, filled and freed 100 times (from the heap, below the mmap threshold):
-# the page faults that this costs, with and without the process's malloc settings.
-REFAULT_PROBE = """
-import ctypes, resource, sys
-from simindex.cli import process
-if sys.argv[1] == "settings":
-    process.malloc_settings()
-else:  # the mmap threshold alone, fixed as the CLI fixes it
-    ctypes.CDLL("libc.so.6").mallopt(process._M_MMAP_THRESHOLD, 4 * 2**20)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-for _ in range(100):
-    block = b"x" * (3 * 2**20)
-    del block
-print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
-"""
-
-
-@pytest.mark.skipif(
-    not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc",
-    reason="glibc's malloc settings",
-)
-def test_a_batch_freed_at_the_top_of_the_heap_is_not_faulted_in_again():
-    """With the mmap threshold fixed, glibc's trim threshold stays at 128 KiB and each freed
-    block at the top of the heap goes back to the system, its pages faulted in again by the
-    next: about 768 faults a 3 MiB block. The CLI's settings keep it."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-
-    def faults(mode: str) -> int:
-        run = subprocess.run(
-            [sys.executable, "-c", REFAULT_PROBE, mode], env=env, capture_output=True, text=True
-        )
-        assert run.returncode == 0, run.stderr
-        return int(run.stdout)
-
-    mmap_threshold_only, with_settings = faults("mmap-threshold-only"), faults("settings")
-    assert mmap_threshold_only > 50 * 768, f"{mmap_threshold_only} page faults for 100 blocks"
-    assert with_settings < 5 * 768, f"{with_settings} page faults for 100 blocks"
