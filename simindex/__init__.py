@@ -1,4 +1,17 @@
-"""simindex: a persistent near-duplicate index (MinHash LSH in PostgreSQL or SQLite).
+"""simindex: a persistent near-duplicate index (MinHash LSH in SQLite or PostgreSQL).
+
+Open or create an index, add documents, ask what duplicates a text, find all pairs::
+
+    >>> from simindex import Index
+    >>> with Index.create("sqlite:///news.db") as index:          # or Index.open(url)
+    ...     result = index.add([("a", "Stocks rose on Monday."), ("b", "Stocks rose on Monday!")])
+    ...     report = index.find_pairs()                          # verified, stored pairs
+    ...     pairs = list(index.pairs())                          # Pair(id_a, id_b, ...)
+    ...     matches = index.query("Stocks rose on Monday")       # [Match(external_id, ...)]
+
+Deduplicate a file to a file with :func:`simindex.dedup.dedup_files` (the ``simindex dedup``
+command), or on Spark with :func:`simindex.spark.dedup`. The pairs and clusters are tables
+and views an analyst can query in SQL (docs/sql.md).
 
 The public names load on first use (PEP 562), so importing a light submodule (the CLI for
 ``--help``) does not load numba, NumPy or SQLAlchemy.

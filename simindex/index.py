@@ -82,8 +82,20 @@ __all__ = [
 
 
 class Index:
-    """A near-duplicate index stored in a SQLite or PostgreSQL database: made by
-    :meth:`create`, :meth:`open` or :meth:`open_or_create`, not by calling the class."""
+    """A near-duplicate index stored in a SQLite or PostgreSQL database.
+
+    Made by :meth:`create`, :meth:`open` or :meth:`open_or_create`, not by calling the class;
+    use it as a context manager (or call :meth:`close`)::
+
+        with Index.create("sqlite:///news.db", threshold=0.8) as index:
+            index.add([("a", "Stocks rose on Monday."), ("b", "Stocks rose on Monday!")])
+            index.find_pairs()                      # candidates -> verified pairs, stored
+            for pair in index.pairs():              # best first
+                print(pair.id_a, pair.id_b, pair.similarity)
+            index.query("Stocks rose on Monday")    # what in the index duplicates a text
+
+    Every method is one transaction of its own. Errors are :class:`simindex.SimindexError`
+    subclasses whose message names the problem and the fix."""
 
     def __init__(self, url: object = None, *, _context: Context | None = None):
         if _context is None:
