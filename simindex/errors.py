@@ -33,7 +33,13 @@ class DatabaseError(SimindexError):
 
 class NoIndexError(DatabaseError):
     """There is no index to open (no database, or one without a complete index):
-    ``Index.create`` makes one."""
+    ``Index.create`` makes one. ``problem`` is the message without its advice, for callers
+    (the CLI) that advise in their own words; ``half_created``: an index was begun."""
+
+    def __init__(self, problem: str, *, half_created: bool = False):
+        self.problem, self.half_created = problem, half_created
+        fix = "Index.create(url) completes it" if half_created else "Index.create(url) makes one"
+        super().__init__(f"{problem}; {fix}")
 
 
 class SchemaVersionError(DatabaseError):

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from simindex.cli.render import err, shown
 from simindex.defaults import application_name
-from simindex.errors import LowRecallWarning, SimindexError
+from simindex.errors import LowRecallWarning, NoIndexError, SimindexError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -65,6 +65,8 @@ def command(
 
                         compile_once()
                     return function(*args, **kwargs)
+            except NoIndexError as exc:
+                _fail(shown(f"{exc.problem}; {_NO_INDEX_FIX[exc.half_created]}"))
             except SimindexError as exc:
                 _fail(shown(exc))
             except OSError as exc:
@@ -80,6 +82,13 @@ def command(
         return function
 
     return register
+
+
+# The library advises Index.create; a command line advises the commands that create one.
+_NO_INDEX_FIX = {
+    False: "create one with `simindex init` (or `simindex ingest`, which creates it)",
+    True: "`simindex init` (or `simindex ingest`) completes it",
+}
 
 
 def _fail(message: str) -> None:

@@ -29,8 +29,8 @@ def compile_once() -> None:
     if kernels.kernels_cached():
         return
     err.print(
-        "Compiling simindex's numba kernels, once after install or upgrade (later runs load "
-        "them from numba's cache) ..."
+        "Compiling simindex's numba kernels, once after install or upgrade (about 30 s on 2 "
+        "cores; later runs load them from numba's cache) ..."
     )
     started = time.perf_counter()
     compile_kernels()

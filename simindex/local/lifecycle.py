@@ -71,14 +71,12 @@ def open_index(
         with store.transaction() as connection:
             state = store.index_state(connection)
             if state == "none":
-                raise NoIndexError(
-                    f"{store.describe()} holds no simindex index; create one with Index.create(url)"
-                )
+                raise NoIndexError(f"{store.describe()} holds no simindex index")
             if state == "half-created":
                 raise NoIndexError(
                     f"{store.describe()} holds a half-created simindex index (a schema "
-                    "but no settings and no documents, left by an older simindex); "
-                    "Index.create(url) completes it"
+                    "but no settings and no documents, left by an older simindex)",
+                    half_created=True,
                 )
             migrate.check_current(connection)
             settings = store.read_settings(connection)

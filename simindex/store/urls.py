@@ -139,10 +139,7 @@ def _sqlite_access(url: sa.URL, must_exist: bool) -> sa.URL:
         return url
     if not os.path.exists(path):
         if must_exist:
-            raise NoIndexError(
-                f"there is no database file {path}: check the path, or create an index "
-                f"there with Index.create({path!r})"
-            )
+            raise NoIndexError(f"there is no database file {path}: check the path")
         return url
     folder = os.path.dirname(os.path.abspath(path))
     if os.access(path, os.W_OK) and os.access(folder, os.W_OK):

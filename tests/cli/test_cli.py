@@ -85,7 +85,7 @@ def test_bad_input_is_one_line_and_adds_nothing(tmp_path, content, message):
     assert message in result.stderr.replace("\n", " ")
     assert "Traceback" not in result.output
     # A failed first ingest leaves no index (it would be created with the documents).
-    assert "holds no simindex index" in run("stats", "--db", db, ok=False).stderr
+    assert "there is no database file" in run("stats", "--db", db, ok=False).stderr
 
 
 def test_a_database_that_is_down_is_one_line_without_the_password():

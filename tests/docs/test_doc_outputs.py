@@ -170,7 +170,7 @@ def _simindex(scratch: Path, *arguments: str) -> str:
 
 def _candidates_and_estimate(scratch: Path, banding: str) -> tuple[int, str]:
     """What `pairs` finds and what `tune --db` estimates, for the active banding."""
-    pairs = _simindex(scratch, "pairs", "--db", "reuters.db", "--top", "0")
+    pairs = _simindex(scratch, "pairs", "--full", "--db", "reuters.db", "--top", "0")
     tune = _simindex(scratch, "tune", "--threshold", "0.8", "--db", "reuters.db")
     estimate = re.search(rf"active {banding}: (~[\d,]+ \([\d,]+-[\d,]+\))", tune)
     assert estimate, tune
