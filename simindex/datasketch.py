@@ -43,7 +43,8 @@ DEFAULT_FAMILY = "affine32"
 
 def encode_key(key: Hashable) -> str:
     """The external id that stores ``key``: ``"s:" + key`` for a str, else ``"p:"`` and the
-    base64 of its pickle (protocol 4)."""
+    base64 of its pickle (protocol 4). Equal keys of str, int, bytes and tuples of them get
+    equal ids; equal sets built in another order may not (their pickle follows it)."""
     if type(key) is str:
         return STR_TAG + key
     return PICKLED_TAG + base64.b64encode(pickle.dumps(key, PICKLE_PROTOCOL)).decode("ascii")

@@ -11,7 +11,8 @@ from simindex.datasketch import datasketch_params, decode_key, encode_key
 
 keys = st.recursive(
     st.one_of(st.text(), st.integers(), st.binary(), st.none(), st.floats(allow_nan=False)),
-    lambda inner: st.tuples(inner, inner) | st.frozensets(st.integers(), max_size=3),
+    # Not sets: equal sets built in another order can pickle differently (docs/datasketch.md).
+    lambda inner: st.tuples(inner, inner) | st.lists(inner, max_size=3).map(tuple),
     max_leaves=5,
 )
 
