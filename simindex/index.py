@@ -56,6 +56,8 @@ from simindex.spec import SignatureSpec
 from simindex.store import DEFAULT_LOCK_TIMEOUT, StagedLoad, StagedMove, Store, display_url
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from simindex.pipeline.cluster import Rule
     from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
 
@@ -240,6 +242,40 @@ class Index:
             progress=progress,
         )  # fmt: skip
 
+    def add_signatures(
+        self,
+        external_ids: Iterable[str],
+        signatures: np.ndarray,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        on_duplicate: OnDuplicate = "fail",
+    ) -> AddResult:
+        """Add documents given by precomputed signatures, without text, in one transaction:
+        ``signatures`` holds integers in [0, 2**32) of shape (n, num_perm), row i that of
+        ``external_ids[i]`` (strings), made under the index's scheme (an index created with
+        spec.datasketch_spec: datasketch's MinHash hash values). ``on_duplicate`` as for
+        :meth:`add`. An index whose signatures simindex makes from text refuses them
+        (SpecMismatchError); a wrong shape or value is a ParameterError."""
+        return ingest.add_signatures(
+            self._context, list(external_ids), signatures, batch_size=batch_size,
+            on_duplicate=on_duplicate,
+        )  # fmt: skip
+
+    def query_signature(self, signature: np.ndarray) -> list[str]:
+        """The external ids of all indexed documents sharing a bucket of the active banding
+        with ``signature`` (num_perm integers in [0, 2**32), under the index's scheme):
+        candidates, unverified, as datasketch's MinHashLSH.query answers (in no order)."""
+        return query.query_signature(self._context, signature)
+
+    def bucket_counts(self) -> list[dict[int, int]]:
+        """Per band of the active banding, bucket key (int64) -> how many documents it holds."""
+        return query.bucket_counts(self._context)
+
+    def __len__(self) -> int:
+        """The number of indexed documents."""
+        with self._context.transaction() as connection:
+            return self._context.store.document_count(connection)
+
     def content_hashes(self, external_ids: Iterable[str]) -> dict[str, int]:
         """The content hash (of the normalized text) of each of ``external_ids`` that is
         indexed: how a re-run (same text) is told from a conflicting id."""
@@ -335,12 +371,15 @@ class Index:
 
     # -- documents -------------------------------------------------------------------------
 
-    def delete(self, external_ids: Iterable[str | int], *, dry_run: bool = False) -> Removal:
+    def delete(
+        self, external_ids: Iterable[str | int], *, dry_run: bool = False, must_exist: bool = False
+    ) -> Removal:
         """Remove documents by external id, with their signatures, band keys, pairs and
         cluster rows, in one transaction; the clusters they were in are recomputed from the
-        remaining pairs. Ids that are not indexed are named in the result; ``dry_run``
-        removes nothing and says what would go."""
-        return removal.delete(self._context, external_ids, dry_run=dry_run)
+        remaining pairs. Ids that are not indexed are named in the result, or with
+        ``must_exist`` raise InputError and nothing is removed; ``dry_run`` removes nothing
+        and says what would go."""
+        return removal.delete(self._context, external_ids, dry_run=dry_run, must_exist=must_exist)
 
     def evict(self, older_than: datetime, *, dry_run: bool = False) -> Removal:
         """Remove the documents ingested before ``older_than`` (like :meth:`delete`); a naive

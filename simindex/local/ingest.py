@@ -5,6 +5,7 @@ transaction, with duplicate ids handled and, if asked, each new document queried
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -50,6 +51,8 @@ class _Batch:
     sets: ShingleSets | None
     signatures: np.ndarray
     keys: dict[int, np.ndarray]
+    # Given as signatures (add_signatures): no text, so none is empty.
+    signed_outside: bool = False
 
     def __len__(self) -> int:
         return len(self.external_ids)
@@ -65,6 +68,7 @@ class _Batch:
             sets=None if self.sets is None else self.sets.take(index),
             signatures=self.signatures[index],
             keys={banding: keys[index] for banding, keys in self.keys.items()},
+            signed_outside=self.signed_outside,
         )
 
 
@@ -120,7 +124,34 @@ def add(
         raise ParameterError("on_empty must be 'fail' or 'skip'")
     if find_duplicates is not None:
         check_threshold(find_duplicates)
+    ctx.spec.require_text_scheme()
     iterator = iter(documents)
+    with _writing(ctx, on_duplicate, on_empty, find_duplicates) as (connection, call, complete):
+        # Three threads: one reads batches (parsing is mostly Python, holding the GIL),
+        # one signs the batch before (the kernels release it), this one writes.
+        batches = ahead(_batches(iterator, batch_size, BATCH_TEXT_CHARS))
+        verify = find_duplicates is not None and ctx.keep_text
+        for batch in ahead(batches, lambda b: sign(ctx, b, max_chars, complete, verify)):
+            add_batch(ctx, connection, batch, call)
+            if progress:
+                progress(len(batch))
+    if find_duplicates is not None and call.active is not None:
+        call.result.expected_recall = expected_recall(
+            call.active, find_duplicates, ctx.spec.num_perm
+        )
+    return call.result
+
+
+@contextmanager
+def _writing(
+    ctx: Context,
+    on_duplicate: OnDuplicate,
+    on_empty: OnEmpty,
+    find_duplicates: float | None,
+) -> Iterator[tuple[Connection, _AddCall, list[dict[str, Any]]]]:
+    """The write transaction of one add call: its connection, its _AddCall (writers of
+    every complete banding) and those bandings; on the way out the band keys are finished
+    and the result's total counted."""
     creating = ctx.creates_tables  # the transaction below creates the index's tables
     with ctx.transaction(write=True, load=True) as connection:
         complete = [b for b in ctx.store.bandings(connection) if b["state"] == "complete"]
@@ -143,24 +174,92 @@ def add(
             unique_index_checks=on_duplicate == "fail" and ctx.store.unique_index_checks and empty,
             frozen=bulk and creating,
         )
-        # Three threads: one reads batches (parsing is mostly Python, holding the GIL),
-        # one signs the batch before (the kernels release it), this one writes.
-        batches = ahead(_batches(iterator, batch_size, BATCH_TEXT_CHARS))
-        verify = find_duplicates is not None and ctx.keep_text
-        for batch in ahead(batches, lambda b: sign(ctx, b, max_chars, complete, verify)):
-            add_batch(ctx, connection, batch, call)
-            if progress:
-                progress(len(batch))
+        yield connection, call, complete
         for writer in call.writers.values():
             writer.finish()
         if deferred:
             ctx.store.build_content_hash_index(connection)
         call.result.total = ctx.store.document_count(connection)
-    if find_duplicates is not None and call.active is not None:
-        call.result.expected_recall = expected_recall(
-            call.active, find_duplicates, ctx.spec.num_perm
-        )
+
+
+def add_signatures(
+    ctx: Context,
+    external_ids: Sequence[str],
+    signatures: np.ndarray,
+    *,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    on_duplicate: OnDuplicate = "fail",
+) -> AddResult:
+    """Add documents given by their signatures (made outside simindex, under the index's
+    scheme: datasketch's MinHash), without text, in one transaction; ``on_duplicate`` as
+    for add. ``signatures``: integers of shape (len(external_ids), num_perm), each in
+    [0, 2**32). Raises SpecMismatchError for an index whose signatures simindex makes from
+    text, ParameterError (a ValueError) for a wrong shape or a value out of range,
+    InputError for an id that is not a non-empty string."""
+    ctx.spec.require_signature_scheme()
+    if batch_size < 1:
+        raise ParameterError(f"batch_size must be positive, got {batch_size}")
+    if on_duplicate not in ("fail", "skip", "replace"):
+        raise ParameterError("on_duplicate must be 'fail', 'skip' or 'replace'")
+    external_ids = list(external_ids)
+    signatures = as_signatures(signatures, ctx.spec.num_perm, len(external_ids))
+    for external_id in external_ids:
+        if not isinstance(external_id, str) or not external_id:
+            raise InputError(f"a document id must be a non-empty string, got {external_id!r:.80}")
+    with _writing(ctx, on_duplicate, "skip", None) as (connection, call, complete):
+        for start in range(0, len(external_ids), batch_size):
+            ids = external_ids[start : start + batch_size]
+            sigs = signatures[start : start + batch_size]
+            add_batch(ctx, connection, _signature_batch(ids, sigs, complete), call)
     return call.result
+
+
+def as_signatures(values: object, num_perm: int, rows: int | None = None) -> np.ndarray:
+    """``values`` as uint32 signatures of shape (n, num_perm) (one 1-d signature becomes one
+    row), or ParameterError naming what is wrong: the shape, ``rows`` when given, or a value
+    outside [0, 2**32)."""
+    array = np.asarray(values)
+    if array.ndim == 1:
+        array = array[np.newaxis, :]
+    if array.ndim != 2 or array.shape[1] != num_perm:
+        raise ParameterError(
+            f"expecting signatures of {num_perm} hash values (the index's num_perm), got an "
+            f"array of shape {array.shape}"
+        )
+    if rows is not None and array.shape[0] != rows:
+        raise ParameterError(f"{rows} ids but {array.shape[0]} signatures")
+    if array.size and (
+        array.dtype.kind not in "iu" or array.min() < 0 or int(array.max()) >= 2**32
+    ):
+        raise ParameterError(
+            "signature values must be integers in [0, 2**32) (datasketch's affine32 or legacy "
+            f"MinHash), got {array.dtype} values from {array.min()} to {array.max()}"
+        )
+    return np.ascontiguousarray(array, dtype=np.uint32)
+
+
+def _signature_batch(
+    external_ids: list[str], signatures: np.ndarray, bandings: list[dict[str, Any]]
+) -> _Batch:
+    """A batch of documents given by signatures: no text, a content hash of the signature
+    (equal signatures group as exact duplicates do) and no shingle count (0 stored)."""
+    import xxhash
+
+    from simindex.pipeline.banding import band_keys
+    from simindex.pipeline.hashing import MASK63
+
+    n = len(external_ids)
+    return _Batch(
+        external_ids=external_ids,
+        texts=[None] * n,  # type: ignore[list-item]
+        metadata=[None] * n,
+        content_hashes=[xxhash.xxh3_64_intdigest(row.tobytes()) & MASK63 for row in signatures],
+        counts=np.zeros(n, dtype=np.int64),
+        sets=None,
+        signatures=signatures,
+        keys={b["id"]: band_keys(signatures, b["bands"], b["rows"]) for b in bandings},
+        signed_outside=True,
+    )
 
 
 def sign(
@@ -211,7 +310,7 @@ def add_batch(ctx: Context, connection: Connection, batch: _Batch, call: _AddCal
         ctx, connection, external_ids, call.on_duplicate, result, not call.unique_index_checks
     )
     counts = batch.counts
-    empty = [i for i in keep if counts[i] == 0]
+    empty = [] if batch.signed_outside else [i for i in keep if counts[i] == 0]
     if empty:
         if call.on_empty == "fail":
             raise EmptyDocumentError(

@@ -45,7 +45,8 @@ def create(
 
         settings = {
             **spec.to_dict(),
-            "keep_text": keep_text,
+            # An index of signatures made outside simindex has no text to keep.
+            "keep_text": keep_text and spec.signs_text,
             "threshold": threshold,
             "created_by": f"simindex {version('simindex')}",
         }

@@ -59,6 +59,31 @@ def text_profile(ctx: Context, text: str) -> Profiles:
     return Profiles(signatures(sets, ctx.spec), sets if ctx.keep_text else None)
 
 
+def query_signature(ctx: Context, signature: object) -> list[str]:
+    """The external ids of every indexed document that shares a bucket of the active
+    banding with ``signature`` (num_perm integers in [0, 2**32), under the index's scheme):
+    all candidates, unverified and unbounded, as datasketch's MinHashLSH.query answers.
+    Raises ParameterError for a wrong length or values, SpecMismatchError for an index
+    whose signatures simindex makes from text."""
+    from simindex.local.ingest import as_signatures
+
+    ctx.spec.require_signature_scheme()
+    signatures = as_signatures(signature, ctx.spec.num_perm, 1)
+    _, found = bucket_members(ctx, signatures, sys.maxsize, sys.maxsize)
+    return [row[0] for row in found.values() if row[0] is not None]
+
+
+def bucket_counts(ctx: Context) -> list[dict[int, int]]:
+    """Per band of the active banding, bucket key -> the number of documents in it."""
+    with ctx.transaction() as connection:
+        active = ctx.active_banding(connection)
+        band, key, size = ctx.store.bucket_counts(connection, active["id"])
+    counts: list[dict[int, int]] = [{} for _ in range(active["bands"])]
+    for b, k, n in zip(band.tolist(), key.tolist(), size.tolist(), strict=True):
+        counts[b][k] = n
+    return counts
+
+
 def query_id(
     ctx: Context,
     external_id: str,

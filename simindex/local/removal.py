@@ -9,28 +9,37 @@ from datetime import UTC, datetime
 import numpy as np
 from sqlalchemy import Connection
 
-from simindex.errors import ParameterError
+from simindex.errors import InputError, ParameterError
 from simindex.local.clusters import recluster
 from simindex.local.context import Context
 from simindex.pipeline import banding as lsh
 from simindex.results import Removal, StoredDocument
 
 
-def delete(ctx: Context, external_ids: Iterable[str | int], *, dry_run: bool = False) -> Removal:
+def delete(
+    ctx: Context,
+    external_ids: Iterable[str | int],
+    *,
+    dry_run: bool = False,
+    must_exist: bool = False,
+) -> Removal:
     """Remove documents by external id, with their signatures, band keys, pairs and
     cluster rows, in one transaction; the clusters they were in are recomputed from the
-    remaining pairs. Ids that are not indexed are named in the result; ``dry_run``
-    removes nothing and says what would go."""
+    remaining pairs. Ids that are not indexed are named in the result, or with
+    ``must_exist`` raise InputError and nothing is removed; ``dry_run`` removes nothing
+    and says what would go."""
     wanted = list(dict.fromkeys(str(i) for i in external_ids))
     with ctx.transaction(write=not dry_run) as connection:
         found = ctx.store.document_ids(connection, wanted)
+        missing = [i for i in wanted if i not in found]
+        if must_exist and missing:
+            raise InputError(
+                f"document id {missing[0]!r} is not indexed ({len(missing)} of the "
+                f"{len(wanted)} ids to remove are not); nothing was removed"
+            )
         if not dry_run:
             delete_documents(ctx, connection, np.array(sorted(found.values()), dtype=np.int64))
-    return Removal(
-        removed=[i for i in wanted if i in found],
-        not_found=[i for i in wanted if i not in found],
-        dry_run=dry_run,
-    )
+    return Removal(removed=[i for i in wanted if i in found], not_found=missing, dry_run=dry_run)
 
 
 def evict(ctx: Context, older_than: datetime, *, dry_run: bool = False) -> Removal:

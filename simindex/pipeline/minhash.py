@@ -75,6 +75,7 @@ _NO_COEFFICIENTS = np.empty(0, dtype=np.uint64)
 
 def _scheme(spec: SignatureSpec) -> tuple:
     """(v1, a, b, bin_key, densify_key) for the kernels: the other scheme's values are unused."""
+    spec.require_text_scheme()
     if spec.scheme == SCHEME_V1:
         a, b = spec.coefficients
         return True, a, b, np.uint64(0), np.uint64(0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import sqlalchemy as sa
 from sqlalchemy import Connection, func, select
 
@@ -97,6 +98,18 @@ class ChecksSQL:
         )
         query = select(sizes.c.size, func.count()).group_by(sizes.c.size).order_by(sizes.c.size)
         return [(int(s), int(c)) for s, c in connection.execute(query)]
+
+    def bucket_counts(
+        self, connection: Connection, banding_id: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(band, key, size) of every bucket of a banding, as int64 arrays."""
+        query = (
+            select(band_keys.c.band, band_keys.c.key, func.count())
+            .where(band_keys.c.banding_id == banding_id)
+            .group_by(band_keys.c.band, band_keys.c.key)
+        )
+        rows = np.array(connection.execute(query).all(), dtype=np.int64).reshape(-1, 3)
+        return rows[:, 0], rows[:, 1], rows[:, 2]
 
     def largest_buckets(
         self, connection: Connection, banding_id: int, limit: int
