@@ -137,7 +137,9 @@ def test_the_error_log_reaches_the_disk_before_the_documents_commit(db_url, tmp_
     args = ["ingest", str(source), "--db", db_url, "--on-error", "skip", "--error-log", str(log)]
     _one_error(run(*args, ok=False), f"{log}: can't write the error log: No space left")
     assert not log.exists()
-    with pytest.raises(DatabaseError, match="holds no simindex index|no database file"):  # nor a first index
+    with pytest.raises(
+        DatabaseError, match="holds no simindex index|no database file"
+    ):  # nor a first index
         Index.open(db_url)
     monkeypatch.undo()
     assert "Added 100 new documents" in run(*args).stderr
