@@ -27,12 +27,9 @@ app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__na
 
 
 def run() -> None:
-    """The ``simindex`` console script: the process's own settings, set before any library
+    """The ``simindex`` console script: the process's own setting, made before any library
     loads (a user's own setting wins), then the command."""
     # numba's OpenMP threads would otherwise spin after each parallel loop, taking the CPU
     # that the database work beside them needs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    # Arrow's default allocator keeps the buffers of finished batches resident; the C
-    # library's returns them.
-    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
     app(prog_name="simindex")
