@@ -67,16 +67,11 @@ class Candidates:
         Verification reads the documents of a block of pairs at once. In (doc_a, doc_b)
         order a document's pairs as doc_b are strewn over the whole stream, and it is read
         again in each block it appears in; grouped, the pairs of a cluster of near-duplicates
-        share a block. The 4M corpus's 5.8M candidates, in blocks of 8,192 pairs: 7.0M reads
-        of 2.0M documents in (doc_a, doc_b) order, 3.2M grouped
-        (benchmarks/bench_candidate_order.py). Three passes over the pairs, holding 12 bytes
-        a document, and up to 16 more for the table of :func:`positions`: their documents;
-        a union-find over the documents' positions, block by block; each block sorted by
-        component, a run on disk when there are several, the runs merged back. The passes
-        read the runs PASS_MEMORY at a time (16 MiB before): with the distinct documents
-        found by insertion, dedup of the 4M corpus into SQLite peaked at 314, then 298, then
-        280 MiB (benchmarks/bench_ab.py ... --step dedup --size 4000000 --backend sqlite,
-        RESULTS.md 2026-11-25 00:38 and 01:09 UTC)."""
+        share a block, which halves the documents read. Three passes over the pairs, holding
+        12 bytes a document, and up to 16 more for the table of :func:`positions`: their
+        documents; a union-find over the documents' positions, block by block; each block
+        sorted by component, a run on disk when there are several, the runs merged back. The
+        passes read the runs PASS_MEMORY at a time, which bounds their memory."""
         spool, runs, block = None, [], None
         try:
             documents = self.documents()
@@ -198,10 +193,8 @@ def positions(documents: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
     """The function from ids among the sorted distinct ``documents`` to their positions in
     it. A corpus's ids come from a sequence, so they are mostly dense: then a table indexed
     by id answers (4 bytes an id of the span, at most TABLE_SPAN ids a document), a memory
-    read per look-up instead of a binary search over the documents. by_component makes three
-    look-ups a pair, 17M at 4M documents: its blocks took 4.1 s with the table, 9.7 s with
-    the search (benchmarks/bench_candidate_order.py, RESULTS.md 2026-11-27 14:18 UTC).
-    Sparse ids are searched."""
+    read per look-up instead of a binary search over the documents, since by_component makes
+    three look-ups a pair. Sparse ids are searched."""
     count = documents.shape[0]
     first = int(documents[0]) if count else 0
     span = int(documents[-1]) - first + 1 if count else 0
@@ -349,10 +342,8 @@ def _bucket_pairs_kernel(members, offsets, hot, starts, doc_a, doc_b):
     for i in range(offsets.shape[0] - 1):
         bucket = members[offsets[i] : offsets[i + 1]]
         # The databases group a bucket's members along the primary key, so they come in
-        # ascending order; a sorted copy of each is an allocation per bucket, most buckets
-        # holding two documents (with unique_pairs' packed sort: pairs --full at 4M on
-        # PostgreSQL 4.58 s faster in one paired run, benchmarks/bench_ab.py, RESULTS.md
-        # 2026-11-27 08:58 UTC).
+        # ascending order, and a sorted copy of each would be an allocation per bucket, most
+        # buckets holding two documents.
         if not _ascending(bucket):
             bucket = np.sort(bucket)
         out = starts[i]

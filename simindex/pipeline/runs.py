@@ -94,11 +94,9 @@ def packed(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, int, int] | None:
 def _stable_order(keys: tuple[np.ndarray, ...]) -> np.ndarray:
     """The stable sorting order of rows by the key columns. Two columns are sorted as one
     packed value when they fit: a block of merged runs is a few sorted runs, which a stable
-    sort of values merges, where NumPy's lexsort sorts indices by each column in turn.
-    by_component's passes over the 4M corpus's runs: 8.0 s by lexsort, 4.1 s packed
-    (benchmarks/bench_candidate_order.py, RESULTS.md 2026-11-27 14:08 and 14:18 UTC). Band
-    keys are hashes spread over 63 bits, so their merges (Store's bulk load) practically
-    never are."""
+    sort of values merges about twice as fast as NumPy's lexsort sorts indices by each
+    column in turn. Band keys are hashes spread over 63 bits, so their merges (the store's
+    bulk load) practically never pack."""
     if len(keys) == 2 and (pairs := packed(*keys)) is not None:
         return np.argsort(pairs[0], kind="stable")
     return np.lexsort(keys[::-1])

@@ -21,8 +21,8 @@ from simindex.spec import SignatureSpec
 # How far below the threshold, in standard deviations of the estimate, a pair's estimate must
 # fall for its exact similarity to be taken as below the threshold unread. The estimate's
 # spread is at most sqrt(J(1-J)/num_perm) for J >= threshold, or up to 15% more between
-# documents with fewer shingles than bins (benchmarks/RESULTS.md, "signature schemes,
-# accuracy"): 8 such deviations are 7 at the worst, a chance of ~1e-12 per true pair.
+# documents with fewer shingles than bins (docs/spec.md): 8 such deviations are 7 at the
+# worst, a chance of ~1e-12 per true pair.
 ESTIMATE_MARGIN = 8.0
 
 
