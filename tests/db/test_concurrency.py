@@ -15,13 +15,44 @@ import pytest
 import sqlalchemy as sa
 from typer.testing import CliRunner
 
-from benchmarks.bench_reband_readers import PointQueries
 from simindex import Index
 from simindex.cli import app
 from simindex.errors import DatabaseError, ParameterError
 from simindex.store import DROP_LOCK_TIMEOUT_MS, urls
 from simindex.store import postgres as postgres_store
 from simindex.store import sqlite as sqlite_store
+
+
+class PointQueries:
+    """Reader threads that repeat ``query_id(target)`` until the block ends, each timed;
+    ``misses`` are the answers without ``copy``."""
+
+    def __init__(self, url: str, target: str, copy: str, readers: int = 1):
+        self.url, self.target, self.copy = url, target, copy
+        self.latencies: list[float] = []
+        self.misses: list[list[str]] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._read) for _ in range(readers)]
+
+    def _read(self) -> None:
+        with Index.open(self.url) as reader:
+            while not self._stop.is_set():
+                started = time.perf_counter()
+                found = [m.external_id for m in reader.query_id(self.target, threshold=0.5)]
+                self.latencies.append(time.perf_counter() - started)
+                if self.copy not in found:
+                    self.misses.append(found)
+
+    def __enter__(self) -> PointQueries:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join()
+
 
 runner = CliRunner()
 # A point query's own time is a few milliseconds; a reader held up by a DROP waits at most
