@@ -116,8 +116,20 @@ class PairsReport:
 
 
 @dataclass(frozen=True)
+class LargestCluster:
+    """One of the largest clusters: its representative's external id, its size (documents,
+    the representative counted) and the lowest similarity of a member to the representative
+    (1.0 for a cluster of exact copies)."""
+
+    representative: str
+    size: int
+    weakest: float
+
+
+@dataclass(frozen=True)
 class ClusterReport:
-    """What :meth:`simindex.Index.cluster` did: clusters of two or more documents."""
+    """What :meth:`simindex.Index.cluster` did: clusters of two or more documents, made by
+    ``mode`` ("star" or "components"), represented by ``rule`` (ClusterPolicy.describe)."""
 
     threshold: float
     rule: str
@@ -125,3 +137,5 @@ class ClusterReport:
     documents: int
     largest: int
     seconds: float
+    mode: str = "components"
+    largest_clusters: tuple[LargestCluster, ...] = ()

@@ -16,6 +16,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from simindex.index import AddResult, Index, Match, Pair, PairsReport, StoredDocument
     from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
+    from simindex.results import LargestCluster
 
 # Markup off: ids, paths and texts are the user's data, never rich markup (an id "[/]" or
 # "[link=...]" prints as itself); styles are given explicitly where wanted.
@@ -193,6 +194,17 @@ def clusters_table(largest: list[tuple[str, int]], titled: dict[str, str] | None
     out.print(table)
 
 
+def largest_clusters(named: tuple[LargestCluster, ...]) -> str:
+    """'; largest clusters: a (12 documents, weakest member 0.81), ...' (empty for none)."""
+    if not named:
+        return ""
+    parts = [
+        f"{shown(c.representative)} ({c.size:,} documents, weakest member {c.weakest:.3f})"
+        for c in named
+    ]
+    return "; largest clusters: " + ", ".join(parts)
+
+
 def document(found: StoredDocument, as_json: bool) -> None:
     """One stored document: its id, time, metadata and text (or JSON)."""
     import dataclasses
@@ -253,6 +265,15 @@ def stats(result: dict[str, Any], scheme: str) -> None:
     for band, key, size in result["largest_buckets"]:
         largest.add_row(str(band), str(key), f"{size:,}")
     out.print(largest)
+    if result.get("largest_clusters"):
+        named = Table("representative", "documents", "weakest member", title="Largest clusters")
+        for cluster in result["largest_clusters"]:
+            named.add_row(
+                shown(cluster["representative"]),
+                f"{cluster['size']:,}",
+                f"{cluster['weakest']:.3f}",
+            )
+        out.print(named)
 
 
 def evaluation(result: Evaluation) -> None:

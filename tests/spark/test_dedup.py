@@ -74,7 +74,7 @@ def _local_index(path: Path, inputs: list[str], rule: str, keep_text: bool = Tru
     index.add(d for p in inputs for d in read_documents(p))
     report = index.find_pairs(0.8)
     assert report.hot_buckets > 0  # the corpus exercises the hot-bucket rule
-    index.cluster(0.8, rule=rule)
+    index.cluster(0.8, keep=rule, mode="star")
     return index
 
 
@@ -127,13 +127,15 @@ def test_notebook_dedup_by_estimate_in_engine_keeps_the_earliest_as_the_library(
     rows = [{"id": i, "text": t, "position": p} for p, (i, t, _) in enumerate(records)]
     frame = spark.createDataFrame(rows, "id string, text string, position long").coalesce(1)
     # Components in the engine (large-star/small-star), not on the driver.
-    result = simindex.spark.dedup(frame, keep="earliest", exact=False, max_driver_edges=0)
+    result = simindex.spark.dedup(
+        frame, keep="earliest", mode="components", exact=False, max_driver_edges=0
+    )
     path = tmp_path / "i.db"
     index = Index.create(str(path), keep_text=False)
     with index:
         index.add((i, t) for i, t, _ in records)
         index.find_pairs(0.8)
-        index.cluster(0.8, rule="earliest")
+        index.cluster(0.8, keep="earliest")
         pairs = {(p.id_a, p.id_b): p.estimated_jaccard for p in index.pairs(0.8)}
         drop = {c.external_id: c.cluster for c in index.clusters() if not c.is_representative}
     spark_pairs = {(r["id_a"], r["id_b"]): r for r in result.pairs.collect()}

@@ -52,10 +52,12 @@ def test_no_module_class_or_function_is_too_long():
 
 
 def _is_command(function: ast.FunctionDef) -> bool:
-    """Decorated with ``@<typer app>.command(...)``."""
+    """Decorated with ``@<typer app>.command(...)`` or ``@command(app, ...)``."""
     for decorator in function.decorator_list:
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         if isinstance(target, ast.Attribute) and target.attr == "command":
+            return True
+        if isinstance(target, ast.Name) and target.id == "command":
             return True
     return False
 
