@@ -103,10 +103,10 @@ def recluster(
     from simindex.pipeline.cluster import RankFields, clusters_of
 
     def fields_of(documents: np.ndarray) -> RankFields:
-        external_ids, lengths, values = ctx.store.rank_fields_of(
+        external_ids, lengths, hashes, values = ctx.store.rank_fields_of(
             connection, documents, policy.keep_by
         )
-        return RankFields(documents, external_ids, lengths, values)
+        return RankFields(documents, external_ids, lengths, hashes, values)
 
     return clusters_of(doc_a, doc_b, policy, fields_of)
 

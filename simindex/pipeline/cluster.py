@@ -70,13 +70,15 @@ def flatten(parent):
 class RankFields:
     """What a policy ranks documents by, aligned with a sorted int64 array of document ids:
     ``order`` (int64, ingestion order: the document id locally, the input position on
-    Spark), ``external_ids``, ``lengths`` (int64 distinct shingles) and ``values`` (the
-    keep_by field of each document's metadata, None when it lacks it; None when the policy
-    has no keep_by)."""
+    Spark), ``external_ids``, ``lengths`` (int64 distinct shingles), ``content_hashes``
+    (int64, of the normalized text: equal for exact copies) and ``values`` (the keep_by
+    field of each document's metadata, None when it lacks it; None when the policy has no
+    keep_by)."""
 
     order: np.ndarray
     external_ids: Sequence[str]
     lengths: np.ndarray
+    content_hashes: np.ndarray
     values: Sequence[Any] | None = None
 
 
@@ -135,9 +137,10 @@ def clusters_of(
     documents = pair_documents(doc_a, doc_b)
     if not documents.size:
         return documents, documents.copy()
-    rank = ranks(policy, fields_of(documents))
+    fields = fields_of(documents)
+    rank = ranks(policy, fields)
     if policy.mode == "star":
-        return documents, stars(documents, rank, doc_a, doc_b)
+        return documents, stars(documents, rank, doc_a, doc_b, fields.content_hashes)
     return documents, representatives(documents, components(doc_a, doc_b)[1], rank)
 
 
@@ -154,17 +157,34 @@ def representatives(documents: np.ndarray, component: np.ndarray, rank: np.ndarr
 
 
 def stars(
-    documents: np.ndarray, rank: np.ndarray, doc_a: np.ndarray, doc_b: np.ndarray
+    documents: np.ndarray,
+    rank: np.ndarray,
+    doc_a: np.ndarray,
+    doc_b: np.ndarray,
+    content_hashes: np.ndarray,
 ) -> np.ndarray:
     """Star clusters of the edges (doc_a[i], doc_b[i]): in ``rank`` order, a document not
     yet claimed becomes a representative and claims every unclaimed neighbour. Returns each
-    document's representative id, aligned with ``documents`` (sorted, every edge's ends)."""
-    a, b = np.searchsorted(documents, doc_a), np.searchsorted(documents, doc_b)
+    document's representative id, aligned with ``documents`` (sorted, every edge's ends).
+
+    Exact copies (equal ``content_hashes``) are one node: a copy's similarity to any
+    document is its twin's, so a representative claims its copies and all their neighbours
+    (the hot-bucket rule links a bucket's copies to one member, not to each other).
+    """
+    twins, group = np.unique(content_hashes, return_inverse=True)
+    group = group.reshape(-1)
+    by_rank = np.lexsort((rank, group))  # each group's best document first
+    best = documents[by_rank[np.r_[True, group[by_rank][1:] != group[by_rank][:-1]]]]
+    group_rank = np.full(twins.shape[0], np.iinfo(np.int64).max)
+    np.minimum.at(group_rank, group, rank)
+    a = group[np.searchsorted(documents, doc_a)]
+    b = group[np.searchsorted(documents, doc_b)]
+    a, b = a[a != b], b[a != b]
     source, target = np.concatenate((a, b)), np.concatenate((b, a))
     by_source = np.argsort(source, kind="stable")
-    starts = np.searchsorted(source[by_source], np.arange(documents.shape[0] + 1))
-    claimed = _claim(np.argsort(rank, kind="stable"), starts, target[by_source])
-    return documents[claimed]
+    starts = np.searchsorted(source[by_source], np.arange(twins.shape[0] + 1))
+    claimed = _claim(np.argsort(group_rank, kind="stable"), starts, target[by_source])
+    return best[claimed[group]]
 
 
 @njit(cache=True, nogil=True)

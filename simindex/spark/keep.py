@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from simindex.policies import ClusterPolicy
 from simindex.results import LargestCluster
+from simindex.spark.components import checkpoint
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -21,8 +22,8 @@ def representatives(
 ) -> DataFrame:
     """``doc``, ``representative`` of every document of the ``pairs`` (``doc_a``,
     ``doc_b``) under ``policy``, given their components (``labelled``: ``doc``,
-    ``component``) and ranking ``fields`` (``doc`` in input order, ``id``, ``shingle_count``
-    and, with keep_by, ``keep_value``: see :func:`field_values`)."""
+    ``component``) and ranking ``fields`` (``doc`` in input order, ``id``, ``shingle_count``,
+    ``content_hash`` and, with keep_by, ``keep_value``: see :func:`field_values`)."""
     from pyspark.sql import functions as F
 
     if "keep_value" not in fields.columns:
@@ -35,12 +36,15 @@ def representatives(
     def choose(table: pa.Table) -> pa.Table:
         return component_clusters(table, policy)
 
-    return edges.groupBy("component").applyInArrow(choose, "doc long, representative long")
+    chosen = edges.groupBy("component").applyInArrow(choose, "doc long, representative long")
+    # Cut here: the plans that join the clusters would otherwise carry (and describe, on
+    # every adaptive re-plan) the whole lineage of pairs, components and fields.
+    return checkpoint(chosen)
 
 
 def component_clusters(table: pa.Table, policy: ClusterPolicy) -> pa.Table:
     """The clusters of one component's pairs (``doc_a``, ``doc_b``, and each end's ``id``,
-    ``shingle_count`` and ``keep_value``, suffixed ``_a`` and ``_b``): ``doc``,
+    ``shingle_count``, ``content_hash`` and ``keep_value``, suffixed ``_a`` and ``_b``): ``doc``,
     ``representative``."""
     import numpy as np
     import pyarrow as pa
@@ -51,7 +55,7 @@ def component_clusters(table: pa.Table, policy: ClusterPolicy) -> pa.Table:
     ends = np.concatenate((doc_a, doc_b))
     named = {
         column: table.column(f"{column}_a").to_pylist() + table.column(f"{column}_b").to_pylist()
-        for column in ("id", "shingle_count", "keep_value")
+        for column in ("id", "shingle_count", "content_hash", "keep_value")
     }
 
     def fields_of(documents: np.ndarray) -> RankFields:
@@ -60,6 +64,7 @@ def component_clusters(table: pa.Table, policy: ClusterPolicy) -> pa.Table:
             documents,
             [named["id"][i] for i in first],
             np.array([named["shingle_count"][i] for i in first], dtype=np.int64),
+            np.array([named["content_hash"][i] for i in first], dtype=np.int64),
             [_field_value(named["keep_value"][i]) for i in first] if policy.keep_by else None,
         )
 
@@ -77,11 +82,11 @@ def field_values(records: DataFrame, field: str) -> DataFrame:
     local index reads its metadata) as JSON ``{"v": value}``."""
     from pyspark.sql import functions as F
 
-    @F.udf("string")
-    def value(record: str | None) -> str | None:
+    def value(record):  # no type hints: pyspark would read them as a pandas UDF's
         return None if record is None else json.dumps({"v": json.loads(record).get(field)})
 
-    return records.filter("problem is null").select("doc", value("record").alias("keep_value"))
+    wrapped = F.udf(value, "string")
+    return records.filter("problem is null").select("doc", wrapped("record").alias("keep_value"))
 
 
 def largest_clusters(

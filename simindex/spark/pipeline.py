@@ -152,9 +152,10 @@ def dedup(
         "doc",
         F.col(id_field).cast("string").alias("id"),
         F.col(text_field).alias("text"),
-        *([F.to_json(F.struct(F.col(keep_by).alias("v"))).alias("keep_value")] if keep_by else []),
     )
+    values = F.to_json(F.struct(F.col(keep_by).alias("v"))) if keep_by else None
     run = _Run(documents, threshold, policy, spec, exact, max_bucket_size, max_driver_edges)
+    run.keep_values = None if values is None else numbered.select("doc", values.alias("keep_value"))
     run.check(on_error, on_empty, on_duplicate)
     dropped = run.dropped()
     kept = numbered.join(run.not_kept(), "doc", "left_anti")
@@ -228,11 +229,10 @@ def dedup_files(
         spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding
     ).persist(StorageLevel.DISK_ONLY)
     documents = records.select("doc", "id", "text", "problem", "fatal")
-    if keep_by:
-        documents = documents.join(field_values(records, keep_by), "doc", "left")
     created = not target.exists()
     try:
         run = _Run(documents, threshold, policy, spec, True, max_bucket_size, max_driver_edges)
+        run.keep_values = field_values(records, keep_by) if keep_by else None
         run.check(on_error, on_empty, on_duplicate)
         fields = _fields(records, id_field, text_field)
         _check_names(fields, ("representative", "similarity"))
@@ -303,6 +303,8 @@ class _Run:
         self.signed = sign(documents, self.spec, self.bands, self.rows).persist(
             StorageLevel.DISK_ONLY  # CORPUS_SIZED
         )
+        # ``doc``, ``keep_value`` (simindex.spark.keep.field_values) when the policy has keep_by.
+        self.keep_values: DataFrame | None = None
         self._left_out = None
         self._side = None
         self._pairs = None
@@ -464,9 +466,11 @@ class _Run:
         if self.policy == ClusterPolicy():  # components, earliest: how components labels
             chosen = labelled.withColumnRenamed("component", "representative")
         else:
-            fields = self.signed.select("doc", "id", "shingle_count")
-            if self.policy.keep_by:
-                fields = fields.join(self.documents.select("doc", "keep_value"), "doc", "left")
+            fields = self.signed.select("doc", "id", "shingle_count", "content_hash").join(
+                labelled.select("doc"), "doc", "left_semi"
+            )
+            if self.keep_values is not None:
+                fields = fields.join(self.keep_values, "doc", "left")
             chosen = representatives(pairs, labelled, fields, self.policy)
         chosen = chosen.persist(StorageLevel.MEMORY_AND_DISK)
         members = chosen.filter("doc != representative").select(

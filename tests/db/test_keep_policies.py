@@ -197,3 +197,19 @@ def test_reuters_star_clusters_follow_the_policy(tmp_path, reuters, policy):
         report = index.cluster(THRESHOLD, mode="components", **policy)
         _check(index, documents, truth, policy, "components")
     assert report.largest_clusters
+
+
+@pytest.mark.parametrize("keep", ["latest", "longest"])
+def test_star_keeps_one_of_the_exact_copies_of_a_hot_bucket(tmp_path, keep):
+    """A hot bucket links its members to one of them, not to each other: the exact copies
+    still go to one representative, whichever copy the policy keeps."""
+    copies = [
+        (f"c{i:02}", "Subscribe to our newsletter for more news like this.") for i in range(30)
+    ]
+    with Index.create(str(tmp_path / "i.db")) as index:
+        index.add(copies)
+        assert index.find_pairs(max_bucket_size=5).hot_buckets
+        report = index.cluster(THRESHOLD, mode="star", keep=keep)
+        representatives = {m.cluster for m in index.clusters()}
+    assert report.clusters == 1 and report.largest == 30
+    assert representatives == {"c29" if keep == "latest" else "c00"}

@@ -193,3 +193,26 @@ def test_spark_dedup_skips_bad_records_and_repeated_ids_when_asked(spark, tmp_pa
     assert [p["id"] for p in problems] == [None, "a", "c"]
     assert "in.jsonl:2: not valid JSON" in problems[0]["problem"]
     assert "1 bad record(s) left out, 1 repeated id(s) left out" in result.stderr
+
+
+@pytest.mark.parametrize("order", ["max", "min"])
+def test_spark_dedup_keeps_by_a_field_in_star_mode_as_the_library(spark, shards, tmp_path, order):
+    """The same kept set by a metadata field (the records' position ``n``, spread over the
+    shards), and every dropped record within the threshold of the record kept for it."""
+    local = tmp_path / "kept.jsonl"
+    how = ["--keep-by", "n", "--keep-order", order]
+    run("dedup", str(shards), "-o", str(local), *how)
+    out = tmp_path / "out"
+    run("spark", "dedup", str(shards), "--out", str(out), *how, "--output-format", "jsonl")
+    expected = {r["id"] for r in map(json.loads, local.open())}
+    assert {r["id"] for r in _jsonl(out / "kept")} == expected
+    dropped = _jsonl(out / "dropped")
+    local_dropped = {
+        r["id"]: r["representative"] for r in csv.DictReader(open(f"{local}.dropped.csv"))
+    }
+    assert {r["id"]: r["representative"] for r in dropped} == local_dropped
+    assert all(r["similarity"] >= 0.8 for r in dropped)
+    n = {r["id"]: r["n"] for r in _jsonl(out / "kept")}
+    better = max if order == "max" else min
+    for r in dropped:  # a representative is the best of the records it claimed
+        assert better(n[r["representative"]], r["n"]) == n[r["representative"]]
