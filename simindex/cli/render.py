@@ -195,14 +195,14 @@ def clusters_table(largest: list[tuple[str, int]], titled: dict[str, str] | None
 
 
 def largest_clusters(named: tuple[LargestCluster, ...]) -> str:
-    """'; largest clusters: a (12 documents, weakest member 0.81), ...' (empty for none)."""
+    """A second line: 'largest clusters: a (12 documents, weakest member 0.810), ...'."""
     if not named:
         return ""
     parts = [
         f"{shown(c.representative)} ({c.size:,} documents, weakest member {c.weakest:.3f})"
         for c in named
     ]
-    return "; largest clusters: " + ", ".join(parts)
+    return "\nlargest clusters: " + ", ".join(parts)
 
 
 def document(found: StoredDocument, as_json: bool) -> None:
