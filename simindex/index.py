@@ -58,6 +58,7 @@ from simindex.store import DEFAULT_LOCK_TIMEOUT, StagedLoad, StagedMove, Store, 
 if TYPE_CHECKING:
     from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
     from simindex.policies import ClusterMode, KeepOrder, KeepRule
+    from simindex.results import Explanation
 
 __all__ = [
     "BATCH_TEXT_CHARS",
@@ -326,6 +327,16 @@ class Index:
 
         policy = ClusterPolicy(keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode)
         return clusters.cluster(self._context, threshold, policy)
+
+    def explain(self, a: str, b: str) -> Explanation:
+        """Why the documents with external ids ``a`` and ``b`` are (or are not) a pair:
+        their exact and estimated Jaccard, the bands they collide in under the active banding
+        and the chance of that at their similarity, and the passages their normalized texts
+        share (see :class:`~simindex.results.Explanation`). Raises SimindexError for an id
+        that is not indexed."""
+        from simindex.local.explain import explain
+
+        return explain(self._context, a, b)
 
     def clusters(self) -> Iterator[ClusterMember]:
         """Clustered documents of the active banding, representative first in each cluster."""
