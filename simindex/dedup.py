@@ -34,11 +34,13 @@ from simindex.io.readers import (
 )
 from simindex.io.writers import output_format, write_records
 from simindex.policies import (
-    KEEP,
     ON_EMPTY,
     ON_ERROR,
     Choice,
+    ClusterMode,
+    ClusterPolicy,
     InputFormat,
+    KeepOrder,
     KeepRule,
     OnEmpty,
     OnError,
@@ -48,6 +50,7 @@ from simindex.store import database_files
 
 if TYPE_CHECKING:
     from simindex.index import Index
+    from simindex.results import LargestCluster
     from simindex.spec import SignatureSpec
 
 # dedup's choices for an id that repeats or is indexed with another text: no "replace", which
@@ -88,6 +91,8 @@ class Summary:
     kept: int  # records written to the output
     dropped: int  # records held under another document (listed in the dropped report)
     duplicates_of_indexed: int  # of the dropped, those held under a document not in the input
+    # The largest clusters, each with its weakest member's similarity to the representative.
+    largest_clusters: tuple[LargestCluster, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -115,6 +120,9 @@ def dedup_files(
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
     threshold: float = DEFAULT_THRESHOLD,
     keep: KeepRule = "earliest",
+    keep_by: str | None = None,
+    keep_order: KeepOrder = "max",
+    mode: ClusterMode = "star",
     spec: SignatureSpec | None = None,
     fmt: InputFormat = "auto",
     id_field: str = "id",
@@ -129,8 +137,11 @@ def dedup_files(
 ) -> Deduplicated:
     """Write the records of ``paths`` (readers.expand_inputs' list; "-" is standard input)
     to ``output`` without their near-duplicates (similarity >= ``threshold``): of each
-    cluster, the record the ``keep`` rule picks ("earliest": first in the input, or indexed
-    before; "longest": most distinct shingles). ``output`` has the input's records as read,
+    cluster, the record the policy picks (``keep``: "earliest"/"latest" by position in the
+    input, documents indexed before coming first; "longest"/"shortest" by distinct shingles;
+    or ``keep_by`` a metadata field, ``keep_order`` "max" or "min": see
+    :class:`~simindex.policies.ClusterPolicy`). ``mode`` "star" drops only records similar
+    to the record kept in their place; "components" drops whole chains. ``output`` has the input's records as read,
     in their order, in the format its name says (else the input's); ``dropped`` (default:
     :func:`dropped_path`) lists the input records left out, each with the document it
     duplicates (``representative``, the kept input record or a document indexed before) and
@@ -146,9 +157,10 @@ def dedup_files(
     (simindex.io.outputs); the index commits its documents, pairs and clusters in three
     transactions (see :func:`committed_before`).
     """
-    for choice, value in ((ON_EMPTY, on_empty), (ON_DUPLICATE, on_duplicate), (KEEP, keep)):
+    for choice, value in ((ON_EMPTY, on_empty), (ON_DUPLICATE, on_duplicate)):
         choice.check(value)
     ON_ERROR.check(on_error)
+    ClusterPolicy(keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode)  # checked first
     dropped = dropped or dropped_path(output)
     logged = [problems.path] if problems is not None and problems.path else []
     check_outputs([output, dropped, *logged], paths, database_files(db) if db else ())
@@ -166,7 +178,9 @@ def dedup_files(
             step("finding pairs", 0)
             pairs = index.find_pairs(threshold)
             step("clustering", 0)
-            clusters = index.cluster(threshold, rule=keep)
+            clusters = index.cluster(
+                threshold, keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode
+            )
             step("writing", 0)
             kept, dropped_ids = _write_kept(index, source, output, written_as, on_duplicate)
             listed, foreign = _write_dropped(
@@ -190,6 +204,7 @@ def dedup_files(
             kept=kept,
             dropped=listed,
             duplicates_of_indexed=foreign,
+            largest_clusters=clusters.largest_clusters,
         ),
     )
 

@@ -58,8 +58,9 @@ from simindex.store import DEFAULT_LOCK_TIMEOUT, StagedLoad, StagedMove, Store, 
 if TYPE_CHECKING:
     import numpy as np
 
-    from simindex.pipeline.cluster import Rule
     from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
+    from simindex.policies import ClusterMode, KeepOrder, KeepRule
+    from simindex.results import Explanation
 
 __all__ = [
     "BATCH_TEXT_CHARS",
@@ -354,11 +355,36 @@ class Index:
         reader judges the threshold."""
         return pairs.weakest_pairs(self._context, limit)
 
-    def cluster(self, threshold: float | None = None, *, rule: Rule = "earliest") -> ClusterReport:
-        """Group the stored pairs with similarity >= threshold into connected components,
-        stored as clusters named by their representative (``rule``: earliest or longest).
-        Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date."""
-        return clusters.cluster(self._context, threshold, rule=rule)
+    def cluster(
+        self,
+        threshold: float | None = None,
+        *,
+        keep: KeepRule = "earliest",
+        keep_by: str | None = None,
+        keep_order: KeepOrder = "max",
+        mode: ClusterMode = "components",
+    ) -> ClusterReport:
+        """Group the stored pairs with similarity >= threshold into clusters, stored and
+        named by their representative: ``mode`` "star" (every member paired with its
+        representative at >= threshold) or "components" (connected components, which
+        chain); the representative by ``keep``, or by the metadata field ``keep_by``
+        (see :class:`simindex.policies.ClusterPolicy`; earliest/latest is ingestion order).
+        Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date. Raises
+        ParameterError for an unknown choice."""
+        from simindex.policies import ClusterPolicy
+
+        policy = ClusterPolicy(keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode)
+        return clusters.cluster(self._context, threshold, policy)
+
+    def explain(self, a: str, b: str) -> Explanation:
+        """Why the documents with external ids ``a`` and ``b`` are (or are not) a pair:
+        their exact and estimated Jaccard, the bands they collide in under the active banding
+        and the chance of that at their similarity, and the passages their normalized texts
+        share (see :class:`~simindex.results.Explanation`). Raises SimindexError for an id
+        that is not indexed."""
+        from simindex.local.explain import explain
+
+        return explain(self._context, a, b)
 
     def clusters(self) -> Iterator[ClusterMember]:
         """Clustered documents of the active banding, representative first in each cluster."""

@@ -7,6 +7,7 @@ advice that name both). Imports nothing heavy: the CLI builds its options from h
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Literal, get_args
 
@@ -17,9 +18,14 @@ OnDuplicate = Literal["fail", "skip", "replace"]
 OnError = Literal["fail", "skip"]
 # Bytes that are not in the input's encoding: the record is malformed, or they become U+FFFD.
 EncodingErrors = Literal["strict", "replace"]
-# Which document of a cluster is kept (represents it): the first ingested, or the one with
-# the most distinct shingles (ties to the earliest).
-KeepRule = Literal["earliest", "longest"]
+# Which document of a cluster is kept (represents it): the first or last ingested (by input
+# position), or the one with the most or fewest distinct shingles (ties to the smaller id).
+KeepRule = Literal["earliest", "latest", "longest", "shortest"]
+# With keep_by: the largest or the smallest value of the metadata field is kept.
+KeepOrder = Literal["max", "min"]
+# How the verified pairs make clusters: stars around representatives (no chaining), or
+# connected components (a chain of pairs links documents that are not similar).
+ClusterMode = Literal["star", "components"]
 Shingle = Literal["char", "word"]
 InputFormat = Literal["auto", "jsonl", "csv", "tsv", "parquet"]
 ExportFormat = Literal["csv", "jsonl", "parquet"]
@@ -61,6 +67,8 @@ ON_DUPLICATE = Choice("on_duplicate", get_args(OnDuplicate))
 ON_ERROR = Choice("on_error", get_args(OnError))
 ENCODING_ERRORS = Choice("encoding_errors", get_args(EncodingErrors))
 KEEP = Choice("keep", get_args(KeepRule))
+KEEP_ORDER = Choice("keep_order", get_args(KeepOrder))
+CLUSTER_MODE = Choice("mode", get_args(ClusterMode))
 INPUT_FORMATS = Choice("fmt", get_args(InputFormat), option="--format")
 EXPORT_FORMATS = Choice("fmt", get_args(ExportFormat), option="--format")
 SPARK_OUTPUT_FORMATS = Choice("output_format", get_args(SparkOutputFormat))
@@ -74,3 +82,46 @@ def duplicate_advice(offered: tuple[str, ...] = ON_DUPLICATE.values) -> str:
     (a caller that lacks "replace", like dedup, must not advise it)."""
     ways = [ON_DUPLICATE.advice(v, DUPLICATE_OUTCOMES[v]) for v in offered if v != "fail"]
     return ", or ".join(ways)
+
+
+@dataclass(frozen=True)
+class ClusterPolicy:
+    """How clusters are made and which document of each is kept (its representative).
+
+    The kept document is the first in an order that is a pure function of each document's
+    (ingestion order, external id, shingle count, metadata), never of batches or workers:
+    ``keep`` ranks by ingestion order ("earliest", "latest") or distinct shingles
+    ("longest", "shortest"; ties to the smaller external id). ``keep_by`` names a metadata
+    field that ranks instead (``keep_order`` "max": its largest value first; numbers before
+    texts, documents lacking it last, ties to the smaller external id). Raises
+    ParameterError for a value not declared above.
+    """
+
+    keep: KeepRule = "earliest"
+    keep_by: str | None = None
+    keep_order: KeepOrder = "max"
+    mode: ClusterMode = "components"
+
+    def __post_init__(self) -> None:
+        KEEP.check(self.keep)
+        KEEP_ORDER.check(self.keep_order)
+        CLUSTER_MODE.check(self.mode)
+        if self.keep_by is not None and not self.keep_by:
+            raise ParameterError("keep_by must name a metadata field, got ''")
+
+    def describe(self) -> str:
+        """'longest' or 'keep-by quality (max)': the rule, as the CLI reports it."""
+        return f"keep-by {self.keep_by} ({self.keep_order})" if self.keep_by else self.keep
+
+    def stored(self) -> str:
+        """The policy as an index stores it with its clusters (see :meth:`from_stored`)."""
+        return json.dumps(
+            {"mode": self.mode, "keep": self.keep, "keep_by": self.keep_by,
+             "keep_order": self.keep_order}
+        )  # fmt: skip
+
+    @classmethod
+    def from_stored(cls, text: str) -> ClusterPolicy:
+        """The policy :meth:`stored` wrote, or a bare rule (what indexes stored before
+        policies had a mode: components under that rule)."""
+        return cls(**json.loads(text)) if text.startswith("{") else cls(keep=text)  # type: ignore[arg-type]

@@ -116,8 +116,20 @@ class PairsReport:
 
 
 @dataclass(frozen=True)
+class LargestCluster:
+    """One of the largest clusters: its representative's external id, its size (documents,
+    the representative counted) and the lowest similarity of a member to the representative
+    (1.0 for a cluster of exact copies)."""
+
+    representative: str
+    size: int
+    weakest: float
+
+
+@dataclass(frozen=True)
 class ClusterReport:
-    """What :meth:`simindex.Index.cluster` did: clusters of two or more documents."""
+    """What :meth:`simindex.Index.cluster` did: clusters of two or more documents, made by
+    ``mode`` ("star" or "components"), represented by ``rule`` (ClusterPolicy.describe)."""
 
     threshold: float
     rule: str
@@ -125,3 +137,42 @@ class ClusterReport:
     documents: int
     largest: int
     seconds: float
+    mode: str = "components"
+    largest_clusters: tuple[LargestCluster, ...] = ()
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why two indexed documents are (or are not) a pair, from :meth:`simindex.Index.explain`.
+
+    ``exact_jaccard`` (None when the index keeps no text) and ``estimated_jaccard`` (of the
+    signatures); under the active banding (``banding_id``, ``bands`` x ``rows``), the bands
+    whose keys the two share (``collided_bands``, 0-based; empty: they are no candidate) and
+    ``candidate_probability``, the chance that a pair as similar (exact, else estimated)
+    shares a band. ``text_a`` and ``text_b`` are the normalized texts (None without text)
+    and ``passages_a``/``passages_b`` the [start, end) character spans of each that are
+    covered by shingles the other has too.
+    """
+
+    id_a: str
+    id_b: str
+    exact_jaccard: float | None
+    estimated_jaccard: float
+    threshold: float
+    banding_id: int
+    bands: int
+    rows: int
+    collided_bands: tuple[int, ...]
+    candidate_probability: float
+    text_a: str | None = None
+    text_b: str | None = None
+    passages_a: tuple[tuple[int, int], ...] = ()
+    passages_b: tuple[tuple[int, int], ...] = ()
+
+    @property
+    def similarity(self) -> float:
+        return self.exact_jaccard if self.exact_jaccard is not None else self.estimated_jaccard
+
+    @property
+    def is_candidate(self) -> bool:
+        return bool(self.collided_bands)

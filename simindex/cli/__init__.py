@@ -20,7 +20,7 @@ __all__ = ["app", "run", "shown"]
 
 # --help lists the commands in the order of the job: make an index, fill it, find, remove.
 ORDER = (
-    "init ingest query pairs export clusters show dedup delete evict reband activate "
+    "init ingest query pairs export clusters explain show dedup delete evict reband activate "
     "drop-banding stats check evaluate report tune"
 ).split()
 app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__name__))

@@ -1,4 +1,4 @@
-"""Looking at an index: stats, check, evaluate, report, tune."""
+"""Looking at an index: stats, check, explain, evaluate, report, tune."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.text import Text
 from simindex.cli.app import app
 from simindex.cli.errors import NOTHING_CHANGED, command
 from simindex.cli.options import POSITIVE, UNIT, Db, Floor, Json, Sample, Schema, Seed, Threshold
-from simindex.cli.render import candidate_estimates, err, evaluation, shown, tuned
+from simindex.cli.render import candidate_estimates, err, evaluation, explanation, shown, tuned
 from simindex.cli.render import stats as print_stats
 from simindex.defaults import DEFAULT_RECALL, DEFAULT_SAMPLE
 from simindex.errors import ParameterError
@@ -29,6 +29,22 @@ def stats(db: Db = None, schema: Schema = None, as_json: Json = False) -> None:
         typer.echo(json.dumps(result, default=str, indent=2))
     else:
         print_stats(result, index.spec.describe())
+
+
+@command(app, interrupted=NOTHING_CHANGED)
+def explain(
+    a: Annotated[str, typer.Argument(help="One document's id.")],
+    b: Annotated[str, typer.Argument(help="The other's.")],
+    db: Db = None,
+    schema: Schema = None,
+    as_json: Json = False,
+) -> None:
+    """Why two documents are, or are not, a pair: exact and estimated Jaccard, the bands they
+    share under the active banding (and how likely that was), and their shared passages."""
+    from simindex.index import Index
+
+    with Index.open(db, schema=schema) as index:
+        explanation(index.explain(a, b), as_json)
 
 
 @command(app, interrupted=NOTHING_CHANGED)

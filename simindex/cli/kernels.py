@@ -52,6 +52,7 @@ def compile_kernels() -> None:
                 index.add(_WARM_UP[2:], find_duplicates=0.8)
                 index.find_pairs()
                 index.cluster()
+                index.cluster(mode="star")
                 index.query(_WARM_UP[0][1])
                 index.evaluate(sample=4)
                 index.estimate_candidates([(20, 5)], sample=4)

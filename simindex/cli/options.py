@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 import typer
 
 from simindex.defaults import DEFAULT_SCHEME, SCHEMES
+from simindex.policies import ClusterMode, InputFormat, KeepOrder, KeepRule
 from simindex.policies import EncodingErrors as EncodingErrorsMode
-from simindex.policies import InputFormat, KeepRule
 
 DB_HELP = (
     "Database: a SQLite file path, sqlite:///path or postgresql://user@host/db. "
@@ -125,7 +125,33 @@ ErrorLogPath = Annotated[
         show_default=False,
     ),
 ]
-Keep = Annotated[KeepRule, typer.Option(help="Which document of a cluster to keep.")]
+Keep = Annotated[
+    KeepRule,
+    typer.Option(
+        "--keep",
+        "--rule",
+        help="Which document of a cluster to keep (represent it): first or last ingested (in "
+        "input order), most or fewest distinct shingles (ties to the smaller id).",
+    ),
+]
+KeepBy = Annotated[
+    str | None,
+    typer.Option(
+        help="Keep instead the document with the best value of this metadata field (a score, "
+        "a rank, a date); documents lacking it come last, ties to the smaller id.",
+        show_default=False,
+    ),
+]
+KeepOrderOption = Annotated[
+    KeepOrder, typer.Option(help="With --keep-by: keep the largest value, or the smallest.")
+]
+Mode = Annotated[
+    ClusterMode,
+    typer.Option(
+        help="star: every document is within the threshold of the one kept in its place; "
+        "components: connected components (chains of pairs, members can be far apart)."
+    ),
+]
 NewScheme = Annotated[
     Scheme | None,  # type: ignore[valid-type]
     typer.Option(

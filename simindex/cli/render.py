@@ -16,6 +16,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from simindex.index import AddResult, Index, Match, Pair, PairsReport, StoredDocument
     from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
+    from simindex.results import Explanation, LargestCluster
 
 # Markup off: ids, paths and texts are the user's data, never rich markup (an id "[/]" or
 # "[link=...]" prints as itself); styles are given explicitly where wanted.
@@ -193,6 +194,59 @@ def clusters_table(largest: list[tuple[str, int]], titled: dict[str, str] | None
     out.print(table)
 
 
+def largest_clusters(named: tuple[LargestCluster, ...]) -> str:
+    """A second line: 'largest clusters: a (12 documents, weakest member 0.810), ...'."""
+    if not named:
+        return ""
+    parts = [
+        f"{shown(c.representative)} ({c.size:,} documents, weakest member {c.weakest:.3f})"
+        for c in named
+    ]
+    return "\nlargest clusters: " + ", ".join(parts)
+
+
+def explanation(found: Explanation, as_json: bool) -> None:
+    """`simindex explain`: the similarities, the bands, and both texts with their shared
+    passages in reverse video (the texts are the user's: no markup is read in them)."""
+    import dataclasses
+
+    from rich.text import Text
+
+    if as_json:
+        typer.echo(json.dumps(dataclasses.asdict(found), ensure_ascii=False))
+        return
+    exact = "-" if found.exact_jaccard is None else f"{found.exact_jaccard:.4f}"
+    out.print(
+        f"{shown(found.id_a)} ~ {shown(found.id_b)}: exact Jaccard {exact}, estimate "
+        f"{found.estimated_jaccard:.4f} (threshold {found.threshold:g})"
+    )
+    bands = ", ".join(map(str, found.collided_bands))
+    collided = (
+        f"collide in {len(found.collided_bands)} of {found.bands} bands ({bands})"
+        if found.collided_bands
+        else f"collide in none of its {found.bands} bands: not a candidate"
+    )
+    out.print(
+        f"banding {found.banding_id} ({found.bands} x {found.rows}): they {collided}; at "
+        f"similarity {found.similarity:.4f} a pair is a candidate with probability "
+        f"{found.candidate_probability:.4f}"
+    )
+    for name, text, passages in (
+        (found.id_a, found.text_a, found.passages_a),
+        (found.id_b, found.text_b, found.passages_b),
+    ):
+        if text is None:
+            out.print(f"\n{shown(name)}: (text not kept by this index)")
+            continue
+        marked, done = Text(), 0
+        for start, end in passages:  # each piece escaped on its own: the offsets are the text's
+            marked.append(shown(text[done:start]))
+            marked.append(shown(text[start:end]), style="reverse")
+            done = end
+        marked.append(shown(text[done:]))
+        out.print(Text.assemble(f"\n{shown(name)} (normalized; shared passages marked):\n", marked))
+
+
 def document(found: StoredDocument, as_json: bool) -> None:
     """One stored document: its id, time, metadata and text (or JSON)."""
     import dataclasses
@@ -253,6 +307,15 @@ def stats(result: dict[str, Any], scheme: str) -> None:
     for band, key, size in result["largest_buckets"]:
         largest.add_row(str(band), str(key), f"{size:,}")
     out.print(largest)
+    if result.get("largest_clusters"):
+        named = Table("representative", "documents", "weakest member", title="Largest clusters")
+        for cluster in result["largest_clusters"]:
+            named.add_row(
+                shown(cluster["representative"]),
+                f"{cluster['size']:,}",
+                f"{cluster['weakest']:.3f}",
+            )
+        out.print(named)
 
 
 def evaluation(result: Evaluation) -> None:

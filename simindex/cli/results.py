@@ -21,8 +21,11 @@ from simindex.cli.options import (
     IdField,
     InputFormatOption,
     Keep,
+    KeepBy,
+    KeepOrderOption,
     LockTimeout,
     MaxChars,
+    Mode,
     NewScheme,
     Schema,
     Show,
@@ -30,14 +33,22 @@ from simindex.cli.options import (
     Threshold,
     _inherit,
 )
-from simindex.cli.render import clusters_table, err, pairs_found, pairs_table, progress, shown
+from simindex.cli.render import (
+    clusters_table,
+    err,
+    largest_clusters,
+    pairs_found,
+    pairs_table,
+    progress,
+    shown,
+)
 from simindex.cli.render import titles as titles_of
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_BUCKET_SIZE, DEFAULT_THRESHOLD
 from simindex.errors import ParameterError
 from simindex.io.outputs import check_outputs
 from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs
 from simindex.io.writers import output_format, write_records
-from simindex.policies import ExportFormat, KeepRule, OnEmpty, OnError
+from simindex.policies import ExportFormat, OnEmpty, OnError
 from simindex.store import database_files
 
 PAIR_FIELDS = ["id_a", "id_b", "similarity", "exact_jaccard", "estimated_jaccard"]
@@ -86,23 +97,28 @@ def clusters(
     schema: Schema = None,
     lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: Threshold = None,
-    rule: Annotated[
-        KeepRule, typer.Option(help="Which document represents (names) a cluster.")
-    ] = "earliest",
+    keep: Keep = "earliest",
+    keep_by: KeepBy = None,
+    keep_order: KeepOrderOption = "max",
+    mode: Mode = "components",
     top: Annotated[
         int, typer.Option(help="Print this many of the largest clusters (0: none).", min=0)
     ] = 10,
     show: Show = False,
 ) -> None:
-    """Group the verified pairs into clusters of duplicates (connected components)."""
+    """Group the verified pairs into clusters of duplicates (stars or connected components),
+    each named by the document kept (its representative)."""
     from simindex.index import Index
 
     with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
-        report = index.cluster(threshold, rule=rule)
+        report = index.cluster(
+            threshold, keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode
+        )
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
-            f"{report.largest:,}) at similarity >= {report.threshold:g}, representative: "
-            f"{report.rule}; {report.seconds:.2f} s"
+            f"{report.largest:,}) at similarity >= {report.threshold:g}, {report.mode}, "
+            f"representative: {report.rule}; {report.seconds:.2f} s"
+            + largest_clusters(report.largest_clusters)
         )
         if top:
             sizes = collections.Counter(member.cluster for member in index.clusters())
@@ -211,6 +227,9 @@ def dedup(
     lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
     threshold: DuplicateThreshold = DEFAULT_THRESHOLD,
     keep: Keep = "earliest",
+    keep_by: KeepBy = None,
+    keep_order: KeepOrderOption = "max",
+    mode: Mode = "star",
     fmt: InputFormatOption = "auto",
     id_field: IdField = "id",
     text_field: TextField = "text",
@@ -247,7 +266,8 @@ def dedup(
         with noting(lambda: local.committed_before(reached[-1], db)):
             result = local.dedup_files(
                 paths, output, dropped=dropped, db=db, schema=schema, lock_timeout=lock_timeout,
-                threshold=threshold, keep=keep, fmt=fmt, id_field=id_field,
+                threshold=threshold, keep=keep, keep_by=keep_by, keep_order=keep_order,
+                mode=mode, fmt=fmt, id_field=id_field,
                 text_field=text_field, encoding=encoding, max_chars=max_chars, on_empty=on_empty,
                 on_duplicate=on_duplicate, on_error=on_error, problems=errors,
                 spec=SignatureSpec(scheme=scheme) if scheme else None,
@@ -275,4 +295,5 @@ def _deduplicated(result: Any) -> str:
         f"{summary.pairs:,} similar pairs -> {summary.clusters:,} clusters; kept "
         f"{summary.kept:,} records{unsigned} in {shown(result.output)}, dropped "
         f"{summary.dropped:,}{before} (listed in {shown(result.dropped)}){rerun}"
+        + largest_clusters(summary.largest_clusters)
     )

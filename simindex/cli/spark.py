@@ -17,15 +17,18 @@ from simindex.cli.options import (
     IdField,
     InputFormatOption,
     Keep,
+    KeepBy,
+    KeepOrderOption,
     LockTimeout,
     MaxChars,
+    Mode,
     NewScheme,
     Schema,
     Scheme,
     SparkMaster,
     TextField,
 )
-from simindex.cli.render import counts, describe_index, err, shown
+from simindex.cli.render import counts, describe_index, err, largest_clusters, shown
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEME, DEFAULT_THRESHOLD
 from simindex.errors import ParameterError
 from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs
@@ -53,6 +56,9 @@ def spark_dedup(
     master: SparkMaster = None,
     threshold: DuplicateThreshold = DEFAULT_THRESHOLD,
     keep: Keep = "earliest",
+    keep_by: KeepBy = None,
+    keep_order: KeepOrderOption = "max",
+    mode: Mode = "star",
     fmt: InputFormatOption = "auto",
     id_field: IdField = "id",
     text_field: TextField = "text",
@@ -84,7 +90,8 @@ def spark_dedup(
         summary = dedup_files(
             expand_inputs(files), str(out), fmt=fmt, id_field=id_field, text_field=text_field,
             encoding=encoding, output_format=output_format, master=master, threshold=threshold,
-            keep=keep, spec=SignatureSpec(scheme=scheme), on_error=on_error,
+            keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode,
+            spec=SignatureSpec(scheme=scheme), on_error=on_error,
             on_empty=on_empty, on_duplicate=on_duplicate,
         )  # fmt: skip
     left_out = counts(
@@ -98,6 +105,7 @@ def spark_dedup(
     err.print(
         f"{summary.pairs:,} similar pairs -> {summary.clusters:,} clusters; kept "
         f"{summary.kept:,} records, dropped {summary.dropped:,}, in {shown(out)}{listed}"
+        + largest_clusters(summary.largest_clusters)
     )
 
 

@@ -15,6 +15,7 @@ from simindex.local.common import check_threshold
 from simindex.local.context import Context
 from simindex.local.pairs import pairs_of_banding
 from simindex.pipeline import banding as lsh
+from simindex.policies import ClusterPolicy
 from simindex.store import BandKeyWriter
 
 log = logging.getLogger("simindex")
@@ -112,7 +113,8 @@ def _take_over(
         return
     clusters_threshold = max(old["clusters_threshold"], pairs_threshold)
     rule = old["clusters_rule"]
-    rebuild_clusters(ctx, connection, banding_id, clusters_threshold, rule)
+    policy = ClusterPolicy.from_stored(rule)
+    rebuild_clusters(ctx, connection, banding_id, clusters_threshold, policy)
     ctx.store.update_banding(
         connection, banding_id, clusters_threshold=clusters_threshold, clusters_rule=rule
     )

@@ -6,12 +6,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import Connection
 
-from simindex.errors import ParameterError, SimindexError
+from simindex.errors import SimindexError
 from simindex.local.common import (
     VERIFY_TEXT_BYTES,
     check_pairs_cover,
@@ -23,65 +22,93 @@ from simindex.local.common import (
 )
 from simindex.local.context import Context
 from simindex.pipeline.runs import pair_documents
-from simindex.results import ClusterMember, ClusterReport
+from simindex.policies import ClusterPolicy
+from simindex.results import ClusterMember, ClusterReport, LargestCluster
 
-if TYPE_CHECKING:
-    from simindex.pipeline.cluster import Rule
+# The largest clusters a report names, with their weakest member.
+LARGEST_NAMED = 3
 
 
-def cluster(
-    ctx: Context, threshold: float | None = None, *, rule: Rule = "earliest"
-) -> ClusterReport:
-    """Group the stored pairs with similarity >= threshold into connected components,
-    stored as clusters named by their representative (``rule``: earliest or longest).
-    Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date."""
-    from simindex.pipeline.cluster import RULES
-
+def cluster(ctx: Context, threshold: float | None, policy: ClusterPolicy) -> ClusterReport:
+    """Group the stored pairs with similarity >= threshold into clusters as ``policy``
+    says, stored and named by their representative. Later :meth:`find_pairs` and
+    :meth:`delete` calls keep them up to date."""
     threshold = ctx.threshold if threshold is None else check_threshold(threshold)
-    if rule not in RULES:
-        raise ParameterError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
     started = time.perf_counter()
     with ctx.transaction(write=True) as connection:
         active = ctx.active_banding(connection)
         check_pairs_cover(ctx, connection, active, threshold)
         banding_id = active["id"]
-        documents, cluster_ids = rebuild_clusters(ctx, connection, banding_id, threshold, rule)
+        documents, cluster_ids = rebuild_clusters(ctx, connection, banding_id, threshold, policy)
         ctx.store.update_banding(
-            connection, banding_id, clusters_threshold=threshold, clusters_rule=rule
+            connection, banding_id, clusters_threshold=threshold, clusters_rule=policy.stored()
         )
+        named = largest_clusters(ctx, connection, banding_id, LARGEST_NAMED)
     sizes = np.unique(cluster_ids, return_counts=True)[1]
     return ClusterReport(
         threshold=threshold,
-        rule=rule,
+        rule=policy.describe(),
         clusters=int(sizes.size),
         documents=int(documents.size),
         largest=int(sizes.max()) if sizes.size else 0,
         seconds=time.perf_counter() - started,
+        mode=policy.mode,
+        largest_clusters=named,
     )
 
 
+def largest_clusters(
+    ctx: Context, connection: Connection, banding_id: int, limit: int
+) -> tuple[LargestCluster, ...]:
+    """The banding's ``limit`` largest clusters, each with its weakest member's similarity
+    to the representative (compared here when the two were not paired directly)."""
+    named = []
+    for cluster_id, size in ctx.store.largest_clusters(connection, banding_id, limit):
+        members = ctx.store.cluster_members(connection, banding_id, np.array([cluster_id]))
+        members = members[members != cluster_id]
+        weakest = 1.0
+        for lo, hi in text_spans(
+            ctx, connection, np.full(members.size, cluster_id), members, VERIFY_TEXT_BYTES
+        ):
+            span = members[lo:hi]
+            found = similarities(ctx, connection, np.full(span.size, cluster_id), span)
+            weakest = min(weakest, float(reported_similarity(*found).min()))
+        (name,) = ctx.store.external_ids_of(connection, np.array([cluster_id]))
+        named.append(LargestCluster(name, size, weakest))
+    return tuple(named)
+
+
 def rebuild_clusters(
-    ctx: Context, connection: Connection, banding_id: int, threshold: float, rule: Rule
+    ctx: Context, connection: Connection, banding_id: int, threshold: float, policy: ClusterPolicy
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Replace the banding's clusters with the components of its stored pairs at
-    ``threshold`` (analyzed after: see Store.analyze); their (documents, cluster ids)."""
+    """Replace the banding's clusters with those of its stored pairs at ``threshold``
+    (analyzed after: see Store.analyze); their (documents, cluster ids)."""
     doc_a, doc_b = ctx.store.pairs_at_least(connection, banding_id, threshold)
     ctx.store.delete_clusters(connection, banding_id)
-    documents, cluster_ids = recluster(ctx, connection, doc_a, doc_b, rule)
+    documents, cluster_ids = recluster(ctx, connection, doc_a, doc_b, policy)
     ctx.store.insert_clusters(connection, banding_id, documents, cluster_ids)
     ctx.store.analyze(connection, "clusters")
     return documents, cluster_ids
 
 
 def recluster(
-    ctx: Context, connection: Connection, doc_a: np.ndarray, doc_b: np.ndarray, rule: Rule
+    ctx: Context,
+    connection: Connection,
+    doc_a: np.ndarray,
+    doc_b: np.ndarray,
+    policy: ClusterPolicy,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(documents, their cluster ids) of the components of the edges (doc_a, doc_b)."""
-    from simindex.pipeline.cluster import components, representatives
+    """(documents, their cluster ids) of the edges (doc_a, doc_b) under ``policy``; the
+    ingestion order is the document id."""
+    from simindex.pipeline.cluster import RankFields, clusters_of
 
-    documents, component = components(doc_a, doc_b)
-    counts = ctx.store.shingle_counts_of(connection, documents) if rule == "longest" else None
-    return documents, representatives(documents, component, counts, rule)
+    def fields_of(documents: np.ndarray) -> RankFields:
+        external_ids, lengths, hashes, values = ctx.store.rank_fields_of(
+            connection, documents, policy.keep_by
+        )
+        return RankFields(documents, external_ids, lengths, hashes, values)
+
+    return clusters_of(doc_a, doc_b, policy, fields_of)
 
 
 def update_clusters(
@@ -95,9 +122,10 @@ def update_clusters(
     """Keep the banding's clusters in step with pairs just found (doc_a, doc_b,
     estimated, exact; only read when ``since`` is given: a full run's are re-read from
     the pairs table)."""
-    cluster_threshold, rule = active["clusters_threshold"], active["clusters_rule"]
+    cluster_threshold = active["clusters_threshold"]
     if cluster_threshold is None:
         return
+    policy = ClusterPolicy.from_stored(active["clusters_rule"])
     doc_a, doc_b, estimated, exact = found
     strong = reported_similarity(estimated, exact) >= cluster_threshold
     doc_a, doc_b = doc_a[strong], doc_b[strong]
@@ -106,8 +134,10 @@ def update_clusters(
         ctx.store.delete_clusters(connection, banding_id)
         ctx.store.update_banding(connection, banding_id, clusters_threshold=None)
         return
-    if since is None:  # rebuilt pairs: rebuild clusters
-        rebuild_clusters(ctx, connection, banding_id, cluster_threshold, rule)
+    # Rebuilt pairs: rebuild clusters. A new pair can change which document claims which
+    # anywhere in its component, so stars are rebuilt too.
+    if since is None or policy.mode == "star":
+        rebuild_clusters(ctx, connection, banding_id, cluster_threshold, policy)
         return
     # Incremental: merge the clusters the new pairs touch. Each old cluster enters as a
     # star (member - representative), which keeps it connected.
@@ -122,7 +152,7 @@ def update_clusters(
     member_cluster = ctx.store.clusters_of(connection, banding_id, members)
     star_a = np.array([member_cluster[int(m)] for m in members], dtype=np.int64)
     documents, cluster_ids = recluster(
-        ctx, connection, np.concatenate((doc_a, star_a)), np.concatenate((doc_b, members)), rule
+        ctx, connection, np.concatenate((doc_a, star_a)), np.concatenate((doc_b, members)), policy
     )
     ctx.store.delete_clusters(connection, banding_id, documents)
     ctx.store.insert_clusters(connection, banding_id, documents, cluster_ids)

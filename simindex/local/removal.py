@@ -10,9 +10,10 @@ import numpy as np
 from sqlalchemy import Connection
 
 from simindex.errors import InputError, ParameterError
-from simindex.local.clusters import recluster
+from simindex.local.clusters import rebuild_clusters, recluster
 from simindex.local.context import Context
 from simindex.pipeline import banding as lsh
+from simindex.policies import ClusterPolicy
 from simindex.results import Removal, StoredDocument
 
 
@@ -85,12 +86,14 @@ def delete_documents(ctx: Context, connection: Connection, ids: np.ndarray) -> N
         ctx.store.delete_band_keys(connection, banding["id"], ids, keys)
     ctx.store.delete_documents(connection, ids)
     for banding_id, (banding, members) in affected.items():
+        policy = ClusterPolicy.from_stored(banding["clusters_rule"])
+        if policy.mode == "star":  # who claims whom can change across the component
+            rebuild_clusters(ctx, connection, banding_id, banding["clusters_threshold"], policy)
+            continue
         doc_a, doc_b = ctx.store.pairs_at_least(
             connection, banding_id, banding["clusters_threshold"], among=members
         )
         inside = np.isin(doc_b, members)
         ctx.store.delete_clusters(connection, banding_id, members)
-        documents, cluster_ids = recluster(
-            ctx, connection, doc_a[inside], doc_b[inside], banding["clusters_rule"]
-        )
+        documents, cluster_ids = recluster(ctx, connection, doc_a[inside], doc_b[inside], policy)
         ctx.store.insert_clusters(connection, banding_id, documents, cluster_ids)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
+from simindex.local.clusters import LARGEST_NAMED, largest_clusters
 from simindex.local.context import Context
 from simindex.store import display_url
 
@@ -18,7 +20,8 @@ def check(ctx: Context) -> list[str]:
 
 
 def stats(ctx: Context, largest: int = 10) -> dict[str, Any]:
-    """Documents, bandings, and the active banding's bucket sizes and largest buckets."""
+    """Documents, bandings, and the active banding's bucket sizes, largest buckets and
+    largest clusters (each with its weakest member's similarity to the representative)."""
     with ctx.transaction() as connection:
         active = ctx.active_banding(connection)
         return {
@@ -37,4 +40,10 @@ def stats(ctx: Context, largest: int = 10) -> dict[str, Any]:
             "cluster_sizes": None
             if active["clusters_threshold"] is None
             else ctx.store.cluster_sizes(connection, active["id"]),
+            "largest_clusters": []
+            if active["clusters_threshold"] is None
+            else [
+                dataclasses.asdict(c)
+                for c in largest_clusters(ctx, connection, active["id"], LARGEST_NAMED)
+            ],
         }

@@ -62,9 +62,9 @@ def _in_engine(edges: DataFrame) -> DataFrame:
     smallest document; then each edge is (member, smallest)."""
     from pyspark.sql import functions as F
 
-    edges = _checkpoint(_canonical(edges))
+    edges = checkpoint(_canonical(edges))
     while True:
-        edges = _checkpoint(_small_star(_large_star(edges)))
+        edges = checkpoint(_small_star(_large_star(edges)))
         if _are_stars(edges):
             break
     centres = edges.select(F.col("b").alias("doc"), F.col("b").alias("component")).distinct()
@@ -130,7 +130,7 @@ def _are_stars(edges: DataFrame) -> bool:
     return not_star.isEmpty()
 
 
-def _checkpoint(frame: DataFrame) -> DataFrame:
+def checkpoint(frame: DataFrame) -> DataFrame:
     """The frame materialized with its lineage cut: to the checkpoint directory when the
     SparkContext has one (survives a lost executor), else in the executors' storage."""
     if frame.sparkSession.sparkContext.getCheckpointDir() is not None:

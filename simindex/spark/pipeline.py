@@ -5,14 +5,16 @@ simindex.pipeline.stages doing the work inside the tasks.
     band keys --explode, shuffle by (band, key)--> buckets
     buckets --pairs per bucket (mapInArrow: stages.bucket_pairs, the hot-bucket rule)--> candidates
     candidates --distinct, join both documents (text, signature)--> stages.verify --> pairs
-    pairs --connected components (simindex.spark.components)--> clusters
-    clusters --representative by the keep rule (simindex.pipeline.cluster.representatives)--> kept, dropped
+    pairs --connected components (simindex.spark.components)--> components
+    pairs by component --stars or components under the keep policy
+        (applyInArrow: simindex.pipeline.cluster.clusters_of)--> clusters --> kept, dropped
 
 The same stages make the same pairs and clusters as :class:`simindex.Index` on the same
 input (``find_pairs``, then ``cluster``), by construction. A document's number ``doc`` orders
 the input (``--keep earliest`` keeps the first in that order, as ``simindex dedup`` keeps the
 first ingested); pairs and clusters are made of document numbers and name documents by id
-only at the end.
+only at the end. The keep policy ranks by (doc, id, shingle count, metadata value) only, so
+the kept set does not depend on partitions or workers.
 
 :func:`dedup` is the notebook's entry (a DataFrame in, DataFrames out); :func:`dedup_files`
 is ``simindex spark dedup``'s (files in, a directory of Parquet or JSON lines out).
@@ -30,14 +32,16 @@ from typing import TYPE_CHECKING, Literal
 
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE, DEFAULT_THRESHOLD
 from simindex.errors import DuplicateIdError, EmptyDocumentError, InputError, ParameterError
+from simindex.policies import ClusterMode, ClusterPolicy, KeepOrder, KeepRule
+from simindex.results import LargestCluster
 from simindex.spark.components import DEFAULT_MAX_DRIVER_EDGES, components
+from simindex.spark.keep import field_values, largest_clusters, representatives
 from simindex.spec import SignatureSpec
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-Keep = Literal["earliest", "longest"]
 Policy = Literal["fail", "skip"]
 OUTPUT_FORMATS = ("parquet", "jsonl")
 # The banding id the band keys are signed under (a job has one banding).
@@ -67,6 +71,8 @@ class Summary:
     pairs: int
     clusters: int
     dropped: int
+    # The largest clusters, each with its weakest member's similarity to the representative.
+    largest_clusters: tuple[LargestCluster, ...] = ()
 
     @property
     def kept(self) -> int:
@@ -101,7 +107,10 @@ def dedup(
     id_field: str = "id",
     text_field: str = "text",
     threshold: float = DEFAULT_THRESHOLD,
-    keep: Keep = "earliest",
+    keep: KeepRule = "earliest",
+    keep_by: str | None = None,
+    keep_order: KeepOrder = "max",
+    mode: ClusterMode = "star",
     spec: SignatureSpec | None = None,
     exact: bool = True,
     on_error: Policy = "fail",
@@ -113,9 +122,10 @@ def dedup(
     """Deduplicate a DataFrame with an id and a text column, as ``simindex dedup`` does a
     file: keep one row per cluster of near-duplicates (similarity >= ``threshold``).
 
-    ``keep``: "earliest" keeps the first row of a cluster in the DataFrame's order
-    (partition by partition; the numbering is persisted for the run), "longest" the one
-    with the most distinct shingles (ties to the earliest). ``exact``: verify candidates by
+    ``keep``, ``keep_by``, ``keep_order`` and ``mode``: as :func:`simindex.dedup.dedup_files`
+    (:class:`~simindex.policies.ClusterPolicy`); "earliest" is the DataFrame's order
+    (partition by partition; the numbering is persisted for the run), ``keep_by`` a column
+    of the DataFrame. ``exact``: verify candidates by
     exact Jaccard of the texts, or by the signatures' estimate. Bad rows (a null or empty
     id, a NUL character ...: simindex.pipeline.documents.document_problem), empty texts and repeated ids
     are errors or left out as ``on_error``, ``on_empty`` (left out = kept unindexed) and
@@ -124,7 +134,9 @@ def dedup(
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    missing = [name for name in (id_field, text_field) if name not in frame.columns]
+    policy = ClusterPolicy(keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode)
+    wanted = (id_field, text_field) + ((keep_by,) if keep_by else ())
+    missing = [name for name in wanted if name not in frame.columns]
     if missing:
         raise InputError(
             f"the DataFrame has no {' or '.join(map(repr, missing))} column "
@@ -137,9 +149,13 @@ def dedup(
         StorageLevel.DISK_ONLY  # CORPUS_SIZED
     )
     documents = numbered.select(
-        "doc", F.col(id_field).cast("string").alias("id"), F.col(text_field).alias("text")
+        "doc",
+        F.col(id_field).cast("string").alias("id"),
+        F.col(text_field).alias("text"),
     )
-    run = _Run(documents, threshold, keep, spec, exact, max_bucket_size, max_driver_edges)
+    values = F.to_json(F.struct(F.col(keep_by).alias("v"))) if keep_by else None
+    run = _Run(documents, threshold, policy, spec, exact, max_bucket_size, max_driver_edges)
+    run.keep_values = None if values is None else numbered.select("doc", values.alias("keep_value"))
     run.check(on_error, on_empty, on_duplicate)
     dropped = run.dropped()
     kept = numbered.join(run.not_kept(), "doc", "left_anti")
@@ -166,7 +182,10 @@ def dedup_files(
     output_format: str = "parquet",
     master: str | None = None,
     threshold: float = DEFAULT_THRESHOLD,
-    keep: Keep = "earliest",
+    keep: KeepRule = "earliest",
+    keep_by: str | None = None,
+    keep_order: KeepOrder = "max",
+    mode: ClusterMode = "star",
     spec: SignatureSpec | None = None,
     on_error: Policy = "fail",
     on_empty: Policy = "skip",
@@ -181,12 +200,13 @@ def dedup_files(
     go, with ``representative`` and ``similarity``), ``out/pairs/`` and ``out/clusters/``
     (as :class:`Deduplicated` describes them) and, when records were left out,
     ``out/problems/``: Parquet, or JSON lines with ``output_format="jsonl"``. On an error
-    nothing is left in ``out``.
+    nothing is left in ``out``. ``keep_by`` names a field of the records.
     """
     from simindex.io.outputs import check_outputs
     from simindex.spark.read import read_files
     from simindex.spark.session import session
 
+    policy = ClusterPolicy(keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode)
     if "-" in paths:
         raise InputError("standard input can't be read by Spark's workers; save it to a file")
     if output_format not in OUTPUT_FORMATS:
@@ -211,7 +231,8 @@ def dedup_files(
     documents = records.select("doc", "id", "text", "problem", "fatal")
     created = not target.exists()
     try:
-        run = _Run(documents, threshold, keep, spec, True, max_bucket_size, max_driver_edges)
+        run = _Run(documents, threshold, policy, spec, True, max_bucket_size, max_driver_edges)
+        run.keep_values = field_values(records, keep_by) if keep_by else None
         run.check(on_error, on_empty, on_duplicate)
         fields = _fields(records, id_field, text_field)
         _check_names(fields, ("representative", "similarity"))
@@ -260,7 +281,7 @@ class _Run:
         self,
         documents: DataFrame,
         threshold: float,
-        keep: Keep,
+        policy: ClusterPolicy,
         spec: SignatureSpec | None,
         exact: bool,
         max_bucket_size: int,
@@ -269,22 +290,21 @@ class _Run:
         from pyspark import StorageLevel
 
         from simindex.pipeline.banding import banding_for
-        from simindex.pipeline.cluster import RULES
 
         if not 0 < threshold <= 1:
             raise ParameterError(f"threshold must be within (0, 1], got {threshold}")
-        if keep not in RULES:
-            raise ParameterError(f"keep must be one of {', '.join(RULES)}, got {keep!r}")
         if max_bucket_size < 2:
             raise ParameterError(f"max_bucket_size must be at least 2, got {max_bucket_size}")
         self.spec = spec or SignatureSpec()
         self.bands, self.rows = banding_for(self.spec.num_perm, threshold)
-        self.threshold, self.keep, self.exact = threshold, keep, exact
+        self.threshold, self.policy, self.exact = threshold, policy, exact
         self.max_bucket_size, self.max_driver_edges = max_bucket_size, max_driver_edges
         self.documents = documents
         self.signed = sign(documents, self.spec, self.bands, self.rows).persist(
             StorageLevel.DISK_ONLY  # CORPUS_SIZED
         )
+        # ``doc``, ``keep_value`` (simindex.spark.keep.field_values) when the policy has keep_by.
+        self.keep_values: DataFrame | None = None
         self._left_out = None
         self._side = None
         self._pairs = None
@@ -443,11 +463,15 @@ class _Run:
         pairs = self.pairs()
         _step(self.documents, "components + representatives")
         labelled = components(pairs, max_driver_edges=self.max_driver_edges)
-        if self.keep == "earliest":  # the smallest doc: what components labels
+        if self.policy == ClusterPolicy():  # components, earliest: how components labels
             chosen = labelled.withColumnRenamed("component", "representative")
         else:
-            counts = self.signed.select("doc", "shingle_count")
-            chosen = _representatives(labelled.join(counts, "doc"), self.keep)
+            fields = self.signed.select("doc", "id", "shingle_count", "content_hash").join(
+                labelled.select("doc"), "doc", "left_semi"
+            )
+            if self.keep_values is not None:
+                fields = fields.join(self.keep_values, "doc", "left")
+            chosen = representatives(pairs, labelled, fields, self.policy)
         chosen = chosen.persist(StorageLevel.MEMORY_AND_DISK)
         members = chosen.filter("doc != representative").select(
             F.col("doc").alias("doc_a"), F.col("representative").alias("doc_b")
@@ -518,7 +542,8 @@ class _Run:
         )
 
     def summary(self) -> Summary:
-        return Summary(**self._counts)
+        named = largest_clusters(self.clusters(), self.signed.select("doc", "id"))
+        return Summary(**self._counts, largest_clusters=named)
 
 
 _FAILURES = {
@@ -642,26 +667,6 @@ def _verify_batch(
         [batch.column("doc_a"), batch.column("doc_b")], ["doc_a", "doc_b"]
     )
     return stages.verify(pairs, documents, spec, threshold)
-
-
-def _representatives(labelled: DataFrame, keep: Keep) -> DataFrame:
-    """simindex.pipeline.cluster.representatives per component: ``doc``, ``representative``."""
-
-    def choose(table: pa.Table) -> pa.Table:
-        import pyarrow as pa
-
-        from simindex.pipeline.cluster import representatives
-
-        documents = table.column("doc").to_numpy()
-        chosen = representatives(
-            documents,
-            table.column("component").to_numpy(),
-            table.column("shingle_count").to_numpy(),
-            keep,
-        )
-        return pa.table({"doc": documents, "representative": chosen})
-
-    return labelled.groupBy("component").applyInArrow(choose, "doc long, representative long")
 
 
 def _check_names(columns: list[str], reserved: tuple[str, ...]) -> None:

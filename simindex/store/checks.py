@@ -137,6 +137,21 @@ class ChecksSQL:
         query = select(sizes.c.size, func.count()).group_by(sizes.c.size).order_by(sizes.c.size)
         return [(int(s), int(c)) for s, c in connection.execute(query)]
 
+    def largest_clusters(
+        self, connection: Connection, banding_id: int, limit: int
+    ) -> list[tuple[int, int]]:
+        """(cluster id, size) of the ``limit`` largest clusters, largest (then smallest id)
+        first."""
+        size = func.count().label("size")
+        query = (
+            select(clusters.c.cluster_id, size)
+            .where(clusters.c.banding_id == banding_id)
+            .group_by(clusters.c.cluster_id)
+            .order_by(size.desc(), clusters.c.cluster_id)
+            .limit(limit)
+        )
+        return [(int(c), int(s)) for c, s in connection.execute(query)]
+
     def weakest_pairs(
         self, connection: Connection, banding_id: int, limit: int
     ) -> list[dict[str, Any]]:

@@ -188,15 +188,30 @@ class PairsSQL:
         for row in connection.execute(query, execution_options=streamed).mappings():
             yield dict(row)
 
-    def shingle_counts_of(self, connection: Connection, ids: np.ndarray) -> np.ndarray:
-        """Shingle counts aligned with the (sorted) document ids."""
-        found: dict[int, int] = {}
+    def rank_fields_of(
+        self, connection: Connection, ids: np.ndarray, keep_by: str | None
+    ) -> tuple[list[str], np.ndarray, np.ndarray, list[Any] | None]:
+        """What a keep policy ranks the (sorted) document ids by: their external ids, shingle
+        counts and content hashes (int64) and, with ``keep_by``, that field of their
+        metadata (None if absent), aligned with ``ids``."""
+        found: dict[int, tuple[str, int, int, Any]] = {}
+        columns = [
+            documents.c.id,
+            documents.c.external_id,
+            documents.c.shingle_count,
+            documents.c.content_hash,
+        ]
+        if keep_by is not None:
+            columns.append(documents.c.metadata)
         for chunk in in_chunks(ids.tolist(), MAX_PARAMS):
-            query = select(documents.c.id, documents.c.shingle_count).where(
-                documents.c.id.in_(chunk)
-            )
-            found.update((i, c) for i, c in connection.execute(query))
-        return np.array([found[int(i)] for i in ids], dtype=np.int64)
+            query = select(*columns).where(documents.c.id.in_(chunk))
+            for row in connection.execute(query):
+                value = (row[4] or {}).get(keep_by) if keep_by is not None else None
+                found[row[0]] = (row[1], row[2], row[3], value)
+        rows = [found[int(i)] for i in ids]
+        values = [r[3] for r in rows] if keep_by is not None else None
+        counts = np.array([r[1] for r in rows], dtype=np.int64)
+        return [r[0] for r in rows], counts, np.array([r[2] for r in rows], np.int64), values
 
     def ingested_before(self, connection: Connection, moment: datetime) -> np.ndarray:
         """Ids of documents ingested before the aware datetime ``moment``."""

@@ -94,9 +94,9 @@ def test_longest_representative(db_url):
     with Index.create(db_url, threshold=0.5) as index:
         index.add(docs)
         index.find_pairs()
-        index.cluster(rule="longest")
+        index.cluster(keep="longest")
         assert _clusters(index) == {"long": {"short", "long"}}
-        index.cluster(rule="earliest")
+        index.cluster(keep="earliest")
         assert _clusters(index) == {"short": {"short", "long"}}
 
 
@@ -174,7 +174,7 @@ def test_cluster_ids_are_deterministic(tmp_path, news, rule):
         with Index.create(f"sqlite:///{tmp_path / f'{run}.db'}", threshold=0.5) as index:
             index.add(news)
             index.find_pairs()
-            index.cluster(rule=rule)
+            index.cluster(keep=rule)
             names.append(sorted((r.external_id, r.cluster) for r in index.clusters()))
     assert names[0] == names[1]
     assert np.all([n[1] for n in names[0]])

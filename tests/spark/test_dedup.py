@@ -74,7 +74,7 @@ def _local_index(path: Path, inputs: list[str], rule: str, keep_text: bool = Tru
     index.add(d for p in inputs for d in read_documents(p))
     report = index.find_pairs(0.8)
     assert report.hot_buckets > 0  # the corpus exercises the hot-bucket rule
-    index.cluster(0.8, rule=rule)
+    index.cluster(0.8, keep=rule, mode="star")
     return index
 
 
@@ -127,13 +127,15 @@ def test_notebook_dedup_by_estimate_in_engine_keeps_the_earliest_as_the_library(
     rows = [{"id": i, "text": t, "position": p} for p, (i, t, _) in enumerate(records)]
     frame = spark.createDataFrame(rows, "id string, text string, position long").coalesce(1)
     # Components in the engine (large-star/small-star), not on the driver.
-    result = simindex.spark.dedup(frame, keep="earliest", exact=False, max_driver_edges=0)
+    result = simindex.spark.dedup(
+        frame, keep="earliest", mode="components", exact=False, max_driver_edges=0
+    )
     path = tmp_path / "i.db"
     index = Index.create(str(path), keep_text=False)
     with index:
         index.add((i, t) for i, t, _ in records)
         index.find_pairs(0.8)
-        index.cluster(0.8, rule="earliest")
+        index.cluster(0.8, keep="earliest")
         pairs = {(p.id_a, p.id_b): p.estimated_jaccard for p in index.pairs(0.8)}
         drop = {c.external_id: c.cluster for c in index.clusters() if not c.is_representative}
     spark_pairs = {(r["id_a"], r["id_b"]): r for r in result.pairs.collect()}
@@ -191,3 +193,26 @@ def test_spark_dedup_skips_bad_records_and_repeated_ids_when_asked(spark, tmp_pa
     assert [p["id"] for p in problems] == [None, "a", "c"]
     assert "in.jsonl:2: not valid JSON" in problems[0]["problem"]
     assert "1 bad record(s) left out, 1 repeated id(s) left out" in result.stderr
+
+
+@pytest.mark.parametrize("order", ["max", "min"])
+def test_spark_dedup_keeps_by_a_field_in_star_mode_as_the_library(spark, shards, tmp_path, order):
+    """The same kept set by a metadata field (the records' position ``n``, spread over the
+    shards), and every dropped record within the threshold of the record kept for it."""
+    local = tmp_path / "kept.jsonl"
+    how = ["--keep-by", "n", "--keep-order", order]
+    run("dedup", str(shards), "-o", str(local), *how)
+    out = tmp_path / "out"
+    run("spark", "dedup", str(shards), "--out", str(out), *how, "--output-format", "jsonl")
+    expected = {r["id"] for r in map(json.loads, local.open())}
+    assert {r["id"] for r in _jsonl(out / "kept")} == expected
+    dropped = _jsonl(out / "dropped")
+    local_dropped = {
+        r["id"]: r["representative"] for r in csv.DictReader(open(f"{local}.dropped.csv"))
+    }
+    assert {r["id"]: r["representative"] for r in dropped} == local_dropped
+    assert all(r["similarity"] >= 0.8 for r in dropped)
+    n = {r["id"]: r["n"] for r in _jsonl(out / "kept")}
+    better = max if order == "max" else min
+    for r in dropped:  # a representative is the best of the records it claimed
+        assert better(n[r["representative"]], r["n"]) == n[r["representative"]]
