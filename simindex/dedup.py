@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_THRESHOLD
 from simindex.errors import DuplicateIdError, InputError
+from simindex.io.delimited import CsvLayout
 from simindex.io.outputs import check_outputs, scratch_directory
 from simindex.io.readers import (
     DEFAULT_MAX_CHARS,
@@ -39,6 +40,7 @@ from simindex.policies import (
     Choice,
     ClusterMode,
     ClusterPolicy,
+    EncodingErrors,
     InputFormat,
     KeepOrder,
     KeepRule,
@@ -128,6 +130,9 @@ def dedup_files(
     id_field: str = "id",
     text_field: str = "text",
     encoding: str = "utf-8",
+    encoding_errors: EncodingErrors = "strict",
+    csv_layout: CsvLayout | None = None,
+    on_replaced: Callable[[str, int], None] | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
     on_empty: OnEmpty = "skip",
     on_duplicate: str = "fail",
@@ -135,27 +140,24 @@ def dedup_files(
     problems: Problems | None = None,
     progress: Callable[[str, int], None] | None = None,
 ) -> Deduplicated:
-    """Write the records of ``paths`` (readers.expand_inputs' list; "-" is standard input)
+    """Write the records of ``paths`` (readers.scan_inputs' files; "-" is standard input)
     to ``output`` without their near-duplicates (similarity >= ``threshold``): of each
-    cluster, the record the policy picks (``keep``: "earliest"/"latest" by position in the
-    input, documents indexed before coming first; "longest"/"shortest" by distinct shingles;
-    or ``keep_by`` a metadata field, ``keep_order`` "max" or "min": see
-    :class:`~simindex.policies.ClusterPolicy`). ``mode`` "star" drops only records similar
-    to the record kept in their place; "components" drops whole chains. ``output`` has the input's records as read,
-    in their order, in the format its name says (else the input's); ``dropped`` (default:
-    :func:`dropped_path`) lists the input records left out, each with the document it
-    duplicates (``representative``, the kept input record or a document indexed before) and
-    its ``similarity``.
+    cluster, the record the policy picks (``keep``, ``keep_by``, ``keep_order``: see
+    :class:`~simindex.policies.ClusterPolicy`; earliest and latest go by position in the
+    input, documents indexed before first). ``mode`` "star" drops only records similar to
+    the record kept in their place; "components" drops whole chains. ``output`` has the
+    input's records as read, in order, in the format its name says (else the input's);
+    ``dropped`` (default: :func:`dropped_path`) lists the input records left out, each with
+    the document it duplicates (the kept input record or a document indexed before).
 
-    ``db``: the index to use and keep (default: a scratch SQLite file, removed after).
-    Records ``db`` holds with the same id and normalized text already are no conflict (a
-    re-run). A text longer than ``max_chars`` is a bad record. Empty texts are kept unindexed (``on_empty="skip"``) or an error; an id that
-    repeats or is indexed with another text is an error (DuplicateIdError) or its first copy
-    is the one indexed (``on_duplicate="skip"``); bad records are an error (InputError) or
-    left out and handed to ``problems`` (``on_error="skip"``). ``progress(step, documents)``
-    is called as documents pass each of STEPS. Outputs are written whole or not at all
-    (simindex.io.outputs); the index commits its documents, pairs and clusters in three
-    transactions (see :func:`committed_before`).
+    ``db``: the index to use and keep (default: a scratch SQLite file, removed after); what
+    it holds with the same id and normalized text is no conflict (a re-run). The reading
+    options are read_documents'. Empty texts are kept unindexed (``on_empty="skip"``) or an
+    error; an id that repeats or is indexed with another text is a DuplicateIdError or its
+    first copy is indexed (``on_duplicate="skip"``); bad records are an InputError or go to
+    ``problems`` (``on_error="skip"``). ``progress(step, documents)`` is called as documents
+    pass each of STEPS. Outputs are written whole or not at all; the index commits its
+    documents, pairs and clusters in three transactions (see :func:`committed_before`).
     """
     for choice, value in ((ON_EMPTY, on_empty), (ON_DUPLICATE, on_duplicate)):
         choice.check(value)
@@ -167,7 +169,10 @@ def dedup_files(
     step = progress or (lambda name, documents: None)
     with scratch_directory() as scratch:
         paths = [spool_stdin(scratch) if path == "-" else path for path in paths]
-        source = _Input(paths, fmt, id_field, text_field, encoding, max_chars)
+        source = _Input(
+            paths, fmt, id_field, text_field, encoding, max_chars,
+            csv_layout, encoding_errors, on_replaced,
+        )  # fmt: skip
         written_as = output_format(output, None, default=source.format)
         index, created = _open(db, scratch, schema, lock_timeout, threshold, spec)
         with index:
@@ -183,9 +188,8 @@ def dedup_files(
             )
             step("writing", 0)
             kept, dropped_ids = _write_kept(index, source, output, written_as, on_duplicate)
-            listed, foreign = _write_dropped(
-                index, source, dropped, None if created else dropped_ids
-            )
+            known = None if created else dropped_ids
+            listed, foreign = _write_dropped(index, source, dropped, known)
     return Deduplicated(
         output=output,
         output_format=written_as,
@@ -234,13 +238,22 @@ class _Input:
         text_field: str,
         encoding: str,
         max_chars: int,
+        csv_layout: CsvLayout | None = None,
+        encoding_errors: EncodingErrors = "strict",
+        on_replaced: Callable[[str, int], None] | None = None,
     ):
+        """``on_replaced`` hears of each record read with U+FFFD once: on the indexing pass."""
         self.paths, self.id_field, self.text_field = paths, id_field, text_field
         self.format = detect_format(paths[0]) if fmt == "auto" else fmt
         self.max_chars = max_chars
         how = {"fmt": fmt, "id_field": id_field, "text_field": text_field, "encoding": encoding}
-        self._read = functools.partial(read_documents, **how, max_chars=max_chars)
-        self._checked = functools.partial(read_checked, **how, max_chars=max_chars)
+        how |= {
+            "max_chars": max_chars,
+            "csv_layout": csv_layout,
+            "encoding_errors": encoding_errors,
+        }
+        self._read = functools.partial(read_documents, **how, on_replaced=on_replaced)
+        self._checked = functools.partial(read_checked, **how)
 
     def documents(self, on_error: Callable[[InputError], None] | None) -> Iterator[Any]:
         """(id, text, metadata) of every record; a bad one raises, or goes to ``on_error``."""

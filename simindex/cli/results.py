@@ -15,9 +15,12 @@ from simindex.cli.errorlog import ErrorLog
 from simindex.cli.errors import NOTHING_CHANGED, command, noting
 from simindex.cli.options import (
     Db,
+    Delimiter,
     DuplicateThreshold,
     Encoding,
+    EncodingErrors,
     ErrorLogPath,
+    IdColumn,
     IdField,
     InputFormatOption,
     Keep,
@@ -27,8 +30,10 @@ from simindex.cli.options import (
     MaxChars,
     Mode,
     NewScheme,
+    NoHeader,
     Schema,
     Show,
+    TextColumn,
     TextField,
     Threshold,
     _inherit,
@@ -45,8 +50,10 @@ from simindex.cli.render import (
 from simindex.cli.render import titles as titles_of
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_MAX_BUCKET_SIZE, DEFAULT_THRESHOLD
 from simindex.errors import ParameterError
+from simindex.io.delimited import CsvLayout
+from simindex.io.lines import ReplacedRecords
 from simindex.io.outputs import check_outputs
-from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs
+from simindex.io.readers import DEFAULT_MAX_CHARS, scan_inputs
 from simindex.io.writers import output_format, write_records
 from simindex.policies import ExportFormat, OnEmpty, OnError
 from simindex.store import database_files
@@ -234,6 +241,11 @@ def dedup(
     id_field: IdField = "id",
     text_field: TextField = "text",
     encoding: Encoding = "utf-8",
+    encoding_errors: EncodingErrors = "strict",
+    delimiter: Delimiter = None,
+    no_header: NoHeader = False,
+    id_column: IdColumn = 0,
+    text_column: TextColumn = 1,
     on_empty: Annotated[
         OnEmpty,
         typer.Option(help="A record with no text: keep it in OUTPUT unindexed, or fail."),
@@ -261,19 +273,24 @@ def dedup(
     from simindex import dedup as local
     from simindex.spec import SignatureSpec
 
-    paths, reached = expand_inputs([input_file]), ["checking"]
+    inputs, reached, replaced = scan_inputs([input_file]), ["checking"], ReplacedRecords()
     with ErrorLog(error_log) as errors, progress("Checking") as advance:
         with noting(lambda: local.committed_before(reached[-1], db)):
             result = local.dedup_files(
-                paths, output, dropped=dropped, db=db, schema=schema, lock_timeout=lock_timeout,
-                threshold=threshold, keep=keep, keep_by=keep_by, keep_order=keep_order,
-                mode=mode, fmt=fmt, id_field=id_field,
-                text_field=text_field, encoding=encoding, max_chars=max_chars, on_empty=on_empty,
+                inputs.files, output, dropped=dropped, db=db, schema=schema,
+                lock_timeout=lock_timeout, threshold=threshold, keep=keep, keep_by=keep_by,
+                keep_order=keep_order, mode=mode, fmt=fmt, id_field=id_field,
+                text_field=text_field, encoding=encoding, encoding_errors=encoding_errors,
+                csv_layout=CsvLayout(delimiter, not no_header, id_column, text_column),
+                on_replaced=replaced, max_chars=max_chars, on_empty=on_empty,
                 on_duplicate=on_duplicate, on_error=on_error, problems=errors,
                 spec=SignatureSpec(scheme=scheme) if scheme else None,
                 progress=lambda step, n: advance(n, step, reached),
             )  # fmt: skip
     err.print(_deduplicated(result))
+    for note in (inputs.note(), replaced.summary(encoding) if replaced.count else None):
+        if note:
+            err.print(note)
 
 
 def _deduplicated(result: Any) -> str:
