@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import typer
 from rich.text import Text
 
+from simindex.cli.imports import UNUSED, UNUSED_OUTSIDE_SPARK, declined
 from simindex.cli.render import err, shown
 from simindex.defaults import application_name
 from simindex.errors import LowRecallWarning, NoIndexError, SimindexError
@@ -46,18 +47,21 @@ def command(
     name: str | None = None,
     *,
     kernels: bool = False,
+    spark: bool = False,
     interrupted: str = NOTHING_COMMITTED,
 ) -> Callable[[F], F]:
     """Register a function as a command of ``typer_app``, run at the boundary. ``kernels``:
     the command runs numba kernels, so the first run after install compiles them first and
-    says so. ``interrupted``: what Ctrl-C leaves (unless the command says more: noting)."""
+    says so. ``spark``: it runs pyspark, which needs pandas (see simindex.cli.imports).
+    ``interrupted``: what Ctrl-C leaves (unless the command says more: noting)."""
+    unused = UNUSED if spark else UNUSED_OUTSIDE_SPARK
 
     def register(function: F) -> F:
         @functools.wraps(function)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             application_name.set(f"simindex {function.__name__}")  # seen in pg_stat_activity
             try:
-                with warnings.catch_warnings():
+                with warnings.catch_warnings(), declined(unused):
                     warnings.simplefilter("always", LowRecallWarning)  # every time, one line
                     warnings.showwarning = _show_warning
                     if kernels:

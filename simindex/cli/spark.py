@@ -35,7 +35,9 @@ from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs
 from simindex.policies import OnEmpty, OnError, SparkOutputFormat
 
 
-@command(spark_app, "dedup", interrupted="nothing was written (--out is left as it was)")
+@command(
+    spark_app, "dedup", spark=True, interrupted="nothing was written (--out is left as it was)"
+)
 def spark_dedup(
     files: Annotated[
         list[str],
@@ -109,7 +111,7 @@ def spark_dedup(
     )
 
 
-@command(spark_app, "ingest", kernels=True)
+@command(spark_app, "ingest", kernels=True, spark=True)
 def spark_ingest(
     files: Annotated[
         list[str],

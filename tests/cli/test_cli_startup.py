@@ -71,3 +71,31 @@ def test_the_console_script_sets_its_libraries_environment_unless_the_user_did(g
         [sys.executable, "-c", ENVIRONMENT_PROBE], env=env, capture_output=True, text=True
     )
     assert result.stdout.splitlines()[-1] == expected, result.stderr
+
+
+# What a command loaded of the packages that libraries import only when installed.
+DECLINED_PROBE = """
+import sys
+from simindex import cli
+sys.argv = ["simindex", *sys.argv[1:]]
+try:
+    cli.run()
+except SystemExit:
+    pass
+print(sorted(m for m in ("pandas", "scipy", "pygments") if m in sys.modules))
+"""
+
+
+def test_commands_load_no_package_they_do_not_use(tmp_path):
+    """pandas is installed here (the spark extra): pyarrow would import it, and numba's BLAS
+    probe scipy where installed, into every command (simindex.cli.imports)."""
+    pytest.importorskip("pandas")
+    output = tmp_path / "kept.jsonl"
+    result = subprocess.run(
+        [sys.executable, "-c", DECLINED_PROBE, "dedup", str(NEWS), "-o", str(output)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
+    assert output.read_text().count("\n") == 82
