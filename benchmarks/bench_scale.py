@@ -12,8 +12,8 @@ variants taking turns step by step (step 1 A then B, step 2 B then A, ...) each 
 database, so a drift in the host's speed does not favour one; ``--rounds N`` repeats the
 whole for a median and a spread. Every variable any variant sets is removed from the
 environment of all of them, so ``as-is`` is the CLI's own behaviour (it sets
-OMP_WAIT_POLICY=PASSIVE unless the user set it) and ``omp-active`` is the CLI without that
-setting. A last table gives each variant's wall time, CPU time and peak RSS divided by the
+OMP_WAIT_POLICY=PASSIVE unless the user set it) and ``omp-active`` overrides that with
+ACTIVE (OpenMP's threads spin between parallel loops instead of sleeping). A last table gives each variant's wall time, CPU time and peak RSS divided by the
 first variant's, per round.
 
 Run from the repository root (PostgreSQL at --pg-url must allow CREATE DATABASE):
