@@ -76,7 +76,9 @@ def snapshot(commit: str, folder: Path) -> dict[str, str]:
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
     shutil.move(folder / "migrations", folder / "simindex" / "migrations")
-    return {**os.environ, "PYTHONPATH": str(folder)}
+    # python -m puts the current directory (a checkout's root, with a simindex/ of its own)
+    # ahead of PYTHONPATH: safe-path mode leaves it out, so the snapshot is what runs
+    return {**os.environ, "PYTHONPATH": str(folder), "PYTHONSAFEPATH": "1"}
 
 
 def run_step(step: str, path: Path, env: dict[str, str], args: argparse.Namespace, work: str):
