@@ -29,7 +29,41 @@ from pathlib import Path
 import corpus
 import measure
 
-TITLE = "A/B: one step at two commits (bench_ab.py)"
+
+def title(args: argparse.Namespace) -> str:
+    """One section of RESULTS.md per step, size and backend, so that runs do not replace
+    each other's tables."""
+    backend = "PostgreSQL" if args.backend == "pg" else "SQLite"
+    return f"A/B: `simindex {args.step}` on {args.size:,} documents, {backend} (bench_ab.py)"
+
+
+def spread(values: list[float], digits: int) -> str:
+    """The median of ``values`` and their range."""
+    low, high = min(values), max(values)
+    return f"{statistics.median(values):.{digits}f} ({low:.{digits}f}-{high:.{digits}f})"
+
+
+def report(runs: dict[str, list[measure.Measured]], args: argparse.Namespace) -> str:
+    """Each commit's wall time and peak RSS, then B's divided by A's in each pair of runs."""
+    rows = []
+    for label, commit in (("A", args.a), ("B", args.b)):
+        done = runs[commit]
+        rows.append([f"{label}: `{commit}`", spread([r.seconds for r in done], 2),
+                     spread([r.cpu_seconds for r in done], 1),
+                     spread([r.peak_rss_mib for r in done], 0)])  # fmt: skip
+    pairs = list(zip(runs[args.a], runs[args.b], strict=True))
+    ratios = [
+        ["B ÷ A"]
+        + [spread([getattr(b, field) / getattr(a, field) for a, b in pairs], 2)
+           for field in ("seconds", "cpu_seconds", "peak_rss_mib")]
+    ]  # fmt: skip
+    faster = sum(b.seconds < a.seconds for a, b in pairs)
+    return (
+        f"`simindex {args.step}` on {args.size:,} documents ({args.backend}), {args.pairs} "
+        f"pairs of runs in alternating order; B faster than A in {faster} of {args.pairs} "
+        "pairs. Each cell: the median (range); the ratios are those of each pair's two runs.\n\n"
+        + measure.table(["commit", "wall s", "CPU s", "peak RSS MiB"], rows + ratios)
+    )
 
 
 def snapshot(commit: str, folder: Path) -> dict[str, str]:
@@ -42,7 +76,9 @@ def snapshot(commit: str, folder: Path) -> dict[str, str]:
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
     shutil.move(folder / "migrations", folder / "simindex" / "migrations")
-    return {**os.environ, "PYTHONPATH": str(folder)}
+    # python -m puts the current directory (a checkout's root, with a simindex/ of its own)
+    # ahead of PYTHONPATH: safe-path mode leaves it out, so the snapshot is what runs
+    return {**os.environ, "PYTHONPATH": str(folder), "PYTHONSAFEPATH": "1"}
 
 
 def run_step(step: str, path: Path, env: dict[str, str], args: argparse.Namespace, work: str):
@@ -84,22 +120,10 @@ def main() -> None:
                 runs[commit].append(done)
                 print(f"pair {pair + 1} {commit}: {done.seconds:.2f} s, "
                       f"{done.peak_rss_mib:.0f} MiB", flush=True)  # fmt: skip
-    rows = []
-    for label, commit in (("A", args.a), ("B", args.b)):
-        seconds = [r.seconds for r in runs[commit]]
-        rss = [r.peak_rss_mib for r in runs[commit]]
-        rows.append([f"{label}: `{commit}`", f"{statistics.median(seconds):.2f}",
-                     f"{min(seconds):.2f} - {max(seconds):.2f}",
-                     f"{statistics.median(rss):.0f}"])  # fmt: skip
-    faster = sum(b.seconds < a.seconds for a, b in zip(runs[args.a], runs[args.b], strict=True))
-    body = (
-        f"`simindex {args.step}` on {args.size:,} documents ({args.backend}), {args.pairs} "
-        f"pairs of runs; B faster than A in {faster} of {args.pairs} pairs.\n\n"
-        + measure.table(["commit", "median wall s", "range s", "median peak RSS MiB"], rows)
-    )
+    body = report(runs, args)
     print("\n" + body)
     if args.results:
-        measure.write_section(TITLE, body, args.pg_url if args.backend == "pg" else None)
+        measure.write_section(title(args), body, args.pg_url if args.backend == "pg" else None)
 
 
 if __name__ == "__main__":

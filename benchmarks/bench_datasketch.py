@@ -5,9 +5,9 @@ Signatures are random affine32 hash values (num_perm 128), one in ten a near-cop
 earlier one (a tenth of its values redrawn), inserted through an insertion session; the
 queries are signatures of indexed keys. Redis: database 7 of 127.0.0.1:6379 (only that
 database is flushed); PostgreSQL: a fresh database on the server of --postgres. Prints a
-Markdown table.
+Markdown table; --results writes it to RESULTS.md.
 
-    .venv/bin/python benchmarks/bench_datasketch.py --sizes 100000 1000000
+    python benchmarks/bench_datasketch.py --sizes 100000 1000000 --results
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
+import statistics
 import tempfile
 import time
 import uuid
@@ -22,6 +23,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import measure as bench
 import numpy as np
 import sqlalchemy as sa
 from datasketch import LeanMinHash
@@ -33,6 +35,13 @@ NUM_PERM = 128
 THRESHOLD = 0.8
 QUERIES = 1000
 REDIS_DB = 7
+TITLE = "datasketch: simindex.datasketch.MinHashLSH against datasketch (bench_datasketch.py)"
+NAMES = {
+    "memory": "datasketch, memory (pickled size)",
+    "redis": "datasketch, Redis",
+    "sqlite": "simindex, SQLite",
+    "postgresql": "simindex, PostgreSQL",
+}
 
 
 def signatures(n: int, seed: int = 0) -> np.ndarray:
@@ -100,30 +109,48 @@ def measure(lsh, sketches: list[LeanMinHash], size: Callable[[], int]) -> dict[s
     return {"rate": len(sketches) / inserted, "p50": p50, "p99": p99, "size": size()}
 
 
-def run(n: int, postgres: str | None, backends: list[str]) -> list[tuple[str, dict]]:
-    values = signatures(n)
-    sketches = [LeanMinHash(seed=1, hashvalues=row, scheme="affine32") for row in values]
-    rows = []
-    if "memory" in backends:
+def one(backend: str, sketches: list[LeanMinHash], postgres: str | None) -> dict[str, float]:
+    """Build and query one index of ``backend`` on ``sketches``, in a fresh store."""
+    if backend == "memory":
         lsh = DatasketchLSH(threshold=THRESHOLD, num_perm=NUM_PERM)
-        rows.append(("datasketch, memory (pickled size)",
-                     measure(lsh, sketches, lambda: len(pickle.dumps(lsh)))))  # fmt: skip
-    if "redis" in backends:
+        return measure(lsh, sketches, lambda: len(pickle.dumps(lsh)))
+    if backend == "redis":
         with redis_store() as (config, used):
             before = used()
             lsh = DatasketchLSH(threshold=THRESHOLD, num_perm=NUM_PERM, storage_config=config)
-            rows.append(("datasketch, Redis", measure(lsh, sketches, lambda: used() - before)))
-    if "sqlite" in backends:
+            return measure(lsh, sketches, lambda: used() - before)
+    if backend == "sqlite":
         with tempfile.TemporaryDirectory() as folder:
             path = Path(folder) / "lsh.db"
             with MinHashLSH(threshold=THRESHOLD, num_perm=NUM_PERM, url=str(path)) as lsh:
-                rows.append(("simindex, SQLite", measure(lsh, sketches, lambda: _files(path))))
-    if "postgresql" in backends and postgres:
-        with postgres_url(postgres) as url:
-            with MinHashLSH(threshold=THRESHOLD, num_perm=NUM_PERM, url=url) as lsh:
-                rows.append(("simindex, PostgreSQL", measure(lsh, sketches,
-                                                              lambda: postgres_size(url))))  # fmt: skip
-    return rows
+                return measure(lsh, sketches, lambda: _files(path))
+    with postgres_url(postgres) as url:
+        with MinHashLSH(threshold=THRESHOLD, num_perm=NUM_PERM, url=url) as lsh:
+            return measure(lsh, sketches, lambda: postgres_size(url))
+
+
+def run(n: int, postgres: str | None, backends: list[str], rounds: int) -> dict[str, list[dict]]:
+    """{backend: one result per round}; the backends run in reversed order every other
+    round, so a drift in the host's speed does not always favour the same one."""
+    values = signatures(n)
+    sketches = [LeanMinHash(seed=1, hashvalues=row, scheme="affine32") for row in values]
+    chosen = [b for b in backends if b != "postgresql" or postgres]
+    results: dict[str, list[dict]] = {backend: [] for backend in chosen}
+    for round_ in range(rounds):
+        for backend in chosen if round_ % 2 == 0 else chosen[::-1]:
+            results[backend].append(one(backend, sketches, postgres))
+            m = results[backend][-1]
+            print(f"  {n:,} {backend} round {round_ + 1}: {m['rate']:,.0f}/s, "
+                  f"p50 {m['p50']:.2f} ms, p99 {m['p99']:.2f} ms", flush=True)  # fmt: skip
+    return results
+
+
+def spread(values: list[float], fmt: str) -> str:
+    """The median of ``values``, with their range when there are several."""
+    text = format(statistics.median(values), fmt)
+    if len(values) > 1:
+        text += f" ({format(min(values), fmt)}-{format(max(values), fmt)})"
+    return text
 
 
 def _files(path: Path) -> int:
@@ -133,20 +160,29 @@ def _files(path: Path) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000])
-    parser.add_argument("--postgres", default=os.environ.get("SIMINDEX_TEST_POSTGRES_URL"))
     parser.add_argument(
-        "--backends", nargs="+", default=["memory", "redis", "sqlite", "postgresql"]
+        "--postgres", default=os.environ.get("SIMINDEX_TEST_POSTGRES_URL", bench.DEFAULT_PG)
     )
+    parser.add_argument("--backends", nargs="+", default=list(NAMES), choices=list(NAMES))
+    parser.add_argument("--rounds", type=int, default=2, help="runs of every backend")
+    parser.add_argument("--results", action="store_true", help="write the table to RESULTS.md")
     args = parser.parse_args()
-    print("| signatures | index | inserts/s | query p50 (ms) | query p99 (ms) | size (MB) |")
-    print("| ---: | --- | ---: | ---: | ---: | ---: |")
+    rows = []
     for n in args.sizes:
-        for name, m in run(n, args.postgres, args.backends):
-            print(
-                f"| {n:,} | {name} | {m['rate']:,.0f} | {m['p50']:.2f} | {m['p99']:.2f} "
-                f"| {m['size'] / 2**20:,.1f} |",
-                flush=True,
-            )
+        for backend, done in run(n, args.postgres, args.backends, args.rounds).items():
+            rows.append([f"{n:,}", NAMES[backend],
+                         spread([m["rate"] for m in done], ",.0f"),
+                         spread([m["p50"] for m in done], ".2f"),
+                         spread([m["p99"] for m in done], ".2f"),
+                         f"{statistics.median(m['size'] for m in done) / 2**20:,.1f}"])  # fmt: skip
+    header = ["signatures", "index", "inserts/s", "query p50 ms", "query p99 ms", "size MB"]
+    body = (
+        f"Each cell: the median of {args.rounds} runs (range), the backends in alternating "
+        "order; one process, no start-up.\n\n" + bench.table(header, rows)
+    )
+    print("\n" + body)
+    if args.results:
+        bench.write_section(TITLE, body, args.postgres)
 
 
 if __name__ == "__main__":
