@@ -114,7 +114,8 @@ TextColumn = Annotated[
 MaxChars = Annotated[
     int,
     typer.Option(
-        help="Longest document accepted, in characters (~60 bytes of memory each).", **POSITIVE
+        help="Longest document accepted, in characters (signing takes memory in proportion).",
+        **POSITIVE,
     ),
 ]
 ErrorLogPath = Annotated[

@@ -10,8 +10,8 @@ from simindex.errors import shorten
 
 # PostgreSQL's B-tree entries hold at most ~2,700 bytes; external_id is indexed on both backends.
 MAX_ID_BYTES = 2_000
-# Signing one document holds about 60 bytes per character at its peak (code points, shingle
-# hashes, copies of the text): 10 million characters is about 600 MB.
+# Signing one document holds several arrays as long as its text at once (code points, shingle
+# hashes, copies of the text), so one huge document can exhaust memory on its own.
 DEFAULT_MAX_CHARS = 10_000_000
 
 
@@ -35,7 +35,7 @@ def document_problem(
     if len(text) > max_chars:
         return (
             f"document {_shown(external_id)} has {len(text):,} characters, more than the "
-            f"limit of {max_chars:,} (memory grows about 60 bytes per character); raise it with "
+            f"limit of {max_chars:,} (signing it takes memory in proportion); raise it with "
             "--max-chars / max_chars, or split the document"
         )
     if "\x00" in text or "\x00" in external_id:
