@@ -42,6 +42,26 @@ def latencies(url: str, texts: list[tuple[str, str]], warmup: int) -> tuple[list
     return times, found
 
 
+def index_bytes(url: str) -> int:
+    """What the index occupies on disk: the SQLite file (and its WAL), or PostgreSQL's
+    tables with their indexes and TOAST."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
+    try:
+        if engine.dialect.name == "sqlite":
+            path = Path(engine.url.database)
+            return sum(f.stat().st_size for f in (path, Path(f"{path}-wal")) if f.exists())
+        with engine.connect() as connection:
+            return connection.exec_driver_sql(
+                "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+            ).scalar_one()
+    finally:
+        engine.dispose()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
@@ -63,6 +83,7 @@ def main() -> None:
             with measure.database(backend, "bench_query", args.pg_url, args.sqlite_dir) as url:
                 measure.simindex("ingest", str(path), "--db", url)
                 times, found = latencies(url, texts, args.warmup)
+                size_on_disk = index_bytes(url)
             rows.append(
                 [
                     f"{size:,}",
@@ -70,10 +91,11 @@ def main() -> None:
                     f"{statistics.median(times):.2f}",
                     f"{measure.percentile(times, 99):.2f}",
                     f"{found / len(times):.3f}",
+                    f"{size_on_disk / size:,.0f}",
                 ]
             )
             print(" | ".join(rows[-1]), flush=True)
-    header = ["documents", "backend", "p50 ms", "p99 ms", "source found"]
+    header = ["documents", "backend", "p50 ms", "p99 ms", "source found", "index bytes / doc"]
     body = f"{args.queries} timed queries after {args.warmup} untimed.\n\n"
     body += measure.table(header, rows)
     print("\n" + body)
