@@ -162,7 +162,8 @@ def dedup_files(
     for choice, value in ((ON_EMPTY, on_empty), (ON_DUPLICATE, on_duplicate)):
         choice.check(value)
     ON_ERROR.check(on_error)
-    ClusterPolicy(keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode)  # checked first
+    policy = ClusterPolicy(keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode)
+    asked = {"inputs": paths, "output": output, "threshold": threshold, **vars(policy)}
     dropped = dropped or dropped_path(output)
     logged = [problems.path] if problems is not None and problems.path else []
     check_outputs([output, dropped, *logged], paths, database_files(db) if db else ())
@@ -175,7 +176,7 @@ def dedup_files(
         )  # fmt: skip
         written_as = output_format(output, None, default=source.format)
         index, created = _open(db, scratch, schema, lock_timeout, threshold, spec)
-        with index:
+        with index, index.run("dedup", asked):
             step("checking", 0)
             alike = set() if created else _indexed_alike(index, source)
             skip_errors = on_error == "skip"
@@ -183,9 +184,7 @@ def dedup_files(
             step("finding pairs", 0)
             pairs = index.find_pairs(threshold)
             step("clustering", 0)
-            clusters = index.cluster(
-                threshold, keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode
-            )
+            clusters = index.cluster(threshold, **vars(policy))
             step("writing", 0)
             kept, dropped_ids = _write_kept(index, source, output, written_as, on_duplicate)
             known = None if created else dropped_ids

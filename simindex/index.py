@@ -33,6 +33,7 @@ from simindex.local import (
     pairs,
     query,
     removal,
+    runs,
     stats,
 )
 from simindex.local.common import VERIFY_TEXT_BYTES
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
 
     from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
     from simindex.policies import ClusterMode, KeepOrder, KeepRule
-    from simindex.results import Explanation
+    from simindex.results import Decision, Explanation, RunRecord
 
 __all__ = [
     "BATCH_TEXT_CHARS",
@@ -458,6 +459,34 @@ class Index:
     def bandings(self) -> list[dict[str, Any]]:
         with self._context.transaction() as connection:
             return self._context.store.bandings(connection)
+
+    # -- the audit trail -------------------------------------------------------------------
+
+    @contextmanager
+    def run(self, command: str, parameters: dict[str, Any] | None = None) -> Iterator[None]:
+        """Record the changes made by the calls inside as one run of the audit trail, named
+        ``command`` with ``parameters`` (JSON-able; paths and times are kept as text)::
+
+            with index.run("nightly crawl", {"source": "s3://crawl/2026-12-01"}):
+                index.add(documents)
+                index.find_pairs()
+                index.cluster(mode="star", keep="longest")
+
+        Outside such a block each call that changes the index records a run of its own
+        (named after the CLI command: ingest, pairs, clusters, reband, delete, evict, ...),
+        in the transaction of its change. Runs do not nest."""
+        with runs.grouped(self._context, command, parameters):
+            yield
+
+    def runs(self, limit: int | None = None) -> list[RunRecord]:
+        """The runs that changed the index, newest first (the latest ``limit`` of them)."""
+        return runs.runs(self._context, limit)
+
+    def decisions(self, run_id: int) -> Iterator[Decision]:
+        """The decisions of a run that built clusters (``clusters``, ``dedup --db``): each
+        clustered document held under another, with that representative and their
+        similarity, in ingestion order."""
+        return runs.decisions(self._context, run_id)
 
     # -- the index as a whole --------------------------------------------------------------
 

@@ -142,6 +142,42 @@ class ClusterReport:
 
 
 @dataclass(frozen=True)
+class RunRecord:
+    """A run of the audit trail (:meth:`simindex.Index.runs`): a command or library call that
+    changed the index, or calls grouped as one with :meth:`simindex.Index.run`. ``counts``
+    says what it did (documents added, pairs, clusters, decisions, ...); ``first_document``
+    and ``last_document`` bound the internal ids of the documents it indexed (None: none);
+    ``finished_at`` is its last commit."""
+
+    id: int
+    command: str
+    parameters: dict[str, Any]
+    scheme: str
+    banding_id: int | None
+    bands: int | None
+    rows: int | None
+    threshold: float
+    keep: str | None
+    version: str
+    started_at: datetime
+    finished_at: datetime
+    first_document: int | None
+    last_document: int | None
+    counts: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A clustering run's decision (:meth:`simindex.Index.decisions`): ``external_id`` is held
+    under ``representative`` (what ``dedup`` drops), at ``similarity`` (exact Jaccard when the
+    index keeps text, else the estimate). An id is None for a document removed since."""
+
+    external_id: str | None
+    representative: str | None
+    similarity: float
+
+
+@dataclass(frozen=True)
 class Explanation:
     """Why two indexed documents are (or are not) a pair, from :meth:`simindex.Index.explain`.
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 # The command modules register their commands on ``app`` as they are imported.
-from simindex.cli import documents, inspect, lifecycle, results, spark  # noqa: F401
+from simindex.cli import audit, documents, inspect, lifecycle, results, spark  # noqa: F401
 from simindex.cli.app import app
 from simindex.cli.render import shown
 
@@ -21,7 +21,7 @@ __all__ = ["app", "run", "shown"]
 # --help lists the commands in the order of the job: make an index, fill it, find, remove.
 ORDER = (
     "init ingest query pairs export clusters explain show dedup delete evict reband activate "
-    "drop-banding stats check evaluate report tune"
+    "drop-banding runs stats check evaluate report tune"
 ).split()
 app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__name__))
 

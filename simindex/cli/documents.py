@@ -116,7 +116,8 @@ def ingest(
     paths, replaced = inputs.files, ReplacedRecords()
     check_outputs([error_log], paths, database_files(db))
     index, created = Index.open_or_create(db, schema=schema, lock_timeout=lock_timeout)
-    with index, ErrorLog(error_log) as errors:
+    asked = {"inputs": paths, "on_duplicate": on_duplicate, "on_error": on_error}
+    with index, ErrorLog(error_log) as errors, index.run("ingest", asked):
         started = time.perf_counter()
         read = functools.partial(
             read_documents, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,

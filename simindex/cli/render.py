@@ -16,7 +16,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from simindex.index import AddResult, Index, Match, Pair, PairsReport, StoredDocument
     from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
-    from simindex.results import Explanation, LargestCluster
+    from simindex.results import Decision, Explanation, LargestCluster, RunRecord
 
 # Markup off: ids, paths and texts are the user's data, never rich markup (an id "[/]" or
 # "[link=...]" prints as itself); styles are given explicitly where wanted.
@@ -448,3 +448,38 @@ def estimate(found: CandidateEstimate) -> str:
 def counts(parts: list[tuple[int, str]]) -> str:
     """'3 malformed, 2 empty': the parts whose count is not zero."""
     return ", ".join(f"{count:,} {what}" for count, what in parts if count)
+
+
+def runs_table(found: list[RunRecord]) -> None:
+    if not found:
+        err.print("No runs recorded (an index made before simindex kept an audit trail).")
+        return
+    table = Table("run", "command", "started (UTC)", "seconds", "documents", "counts", "keep")
+    for run in found:
+        span = "" if run.first_document is None else f"{run.first_document}-{run.last_document}"
+        table.add_row(
+            str(run.id),
+            shown(run.command),
+            f"{run.started_at:%Y-%m-%d %H:%M:%S}",
+            f"{(run.finished_at - run.started_at).total_seconds():.1f}",
+            span,
+            shown(", ".join(f"{name} {value:,}" for name, value in run.counts.items() if value)),
+            shown(run.keep or ""),
+        )
+    out.print(table)
+
+
+def decisions_table(run_id: int, found: list[Decision], limit: int) -> None:
+    if not found:
+        err.print(f"Run {run_id} recorded no decisions (`simindex runs` lists the runs).")
+        return
+    table = Table("id", "held under", "similarity")
+    for decision in found:
+        table.add_row(
+            shown(decision.external_id or "(removed)"),
+            shown(decision.representative or "(removed)"),
+            f"{decision.similarity:.3f}",
+        )
+    out.print(table)
+    if len(found) == limit:
+        err.print(f"The first {limit:,} decisions; a larger --limit shows more.")

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import Connection
 
 from simindex.errors import ParameterError
+from simindex.local import runs
 from simindex.local.clusters import rebuild_clusters
 from simindex.local.common import check_threshold
 from simindex.local.context import Context
@@ -63,7 +64,12 @@ def reband(
     lsh.check_banding(bands, rows, ctx.spec.num_perm)
     writer = None
     try:
-        with ctx.transaction(write=True) as connection:
+        parameters = {"bands": bands, "rows": rows, "threshold": threshold}
+        parameters |= {"activate": activate, "drop_old": drop_old}
+        with (
+            ctx.transaction(write=True) as connection,
+            runs.recorded(ctx, connection, "reband", parameters, threshold=threshold) as run,
+        ):
             old = ctx.active_banding(connection)
             banding_id = ctx.store.create_banding(connection, bands, rows)
             through = ctx.store.max_document_id(connection)
@@ -81,6 +87,7 @@ def reband(
                 for banding in ctx.store.bandings(connection):
                     if banding["id"] != banding_id and (activate or not banding["is_active"]):
                         ctx.store.drop_banding(connection, banding["id"])
+            run.count(banding=banding_id, documents=scanned)
     except BaseException:
         if writer is not None and writer.committed:
             discard_banding(ctx, banding_id, writer.created_at)
@@ -182,7 +189,10 @@ def discard_banding(ctx: Context, banding_id: int, created_at: datetime | None) 
 def activate(ctx: Context, banding_id: int) -> None:
     """Make a complete banding (built by ``reband(..., activate=False)``) the active
     one: queries, pairs and the SQL views use it from the commit on."""
-    with ctx.transaction(write=True) as connection:
+    with (
+        ctx.transaction(write=True) as connection,
+        runs.recorded(ctx, connection, "activate", {"banding": banding_id}),
+    ):
         if (state := banding_row(ctx, connection, banding_id)["state"]) != "complete":
             raise ParameterError(
                 f"banding {banding_id} is {state}, not complete: it can't "
@@ -199,7 +209,10 @@ def drop_banding(ctx: Context, banding_id: int) -> None:
     clear error. On PostgreSQL its partition is dropped after the commit, as
     :meth:`reband` drops old ones; on SQLite its keys are deleted after the commit, a band
     at a time, as for ``drop_old`` (see Store.drop_banding)."""
-    with ctx.transaction(write=True) as connection:
+    with (
+        ctx.transaction(write=True) as connection,
+        runs.recorded(ctx, connection, "drop-banding", {"banding": banding_id}),
+    ):
         if banding_id not in ctx.store.retired_bandings(connection):  # else: finish it
             if banding_row(ctx, connection, banding_id)["is_active"]:
                 raise ParameterError(

@@ -3,6 +3,7 @@ removed, and listed with each member's similarity to its representative."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -11,6 +12,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from simindex.errors import SimindexError
+from simindex.local import runs
 from simindex.local.common import (
     VERIFY_TEXT_BYTES,
     check_pairs_cover,
@@ -21,6 +23,7 @@ from simindex.local.common import (
     reported_similarity,
 )
 from simindex.local.context import Context
+from simindex.local.runs import Run
 from simindex.pipeline.runs import pair_documents
 from simindex.policies import ClusterPolicy
 from simindex.results import ClusterMember, ClusterReport, LargestCluster
@@ -35,7 +38,11 @@ def cluster(ctx: Context, threshold: float | None, policy: ClusterPolicy) -> Clu
     :meth:`delete` calls keep them up to date."""
     threshold = ctx.threshold if threshold is None else check_threshold(threshold)
     started = time.perf_counter()
-    with ctx.transaction(write=True) as connection:
+    parameters = {"threshold": threshold, **dataclasses.asdict(policy)}
+    with (
+        ctx.transaction(write=True) as connection,
+        runs.recorded(ctx, connection, "clusters", parameters, threshold=threshold) as run,
+    ):
         active = ctx.active_banding(connection)
         check_pairs_cover(ctx, connection, active, threshold)
         banding_id = active["id"]
@@ -44,7 +51,10 @@ def cluster(ctx: Context, threshold: float | None, policy: ClusterPolicy) -> Clu
             connection, banding_id, clusters_threshold=threshold, clusters_rule=policy.stored()
         )
         named = largest_clusters(ctx, connection, banding_id, LARGEST_NAMED)
-    sizes = np.unique(cluster_ids, return_counts=True)[1]
+        sizes = np.unique(cluster_ids, return_counts=True)[1]
+        run.keep = f"{policy.mode}, {policy.describe()}"
+        run.count(clusters=int(sizes.size), clustered=int(documents.size))
+        _record_decisions(ctx, connection, run, banding_id)
     return ClusterReport(
         threshold=threshold,
         rule=policy.describe(),
@@ -165,22 +175,7 @@ def list_clusters(ctx: Context) -> Iterator[ClusterMember]:
         if active["clusters_threshold"] is None:
             raise SimindexError("clusters have not been built; run `simindex clusters` first")
         check_pairs_cover(ctx, connection, active, active["clusters_threshold"])
-        rows = ctx.store.iter_clusters(connection, active["id"])
-        while chunk := list(islice(rows, 10_000)):
-            members = np.array([r["document_id"] for r in chunk], dtype=np.int64)
-            clusters = np.array([r["cluster_id"] for r in chunk], dtype=np.int64)
-            stored = [r["similarity"] for r in chunk]
-            similarity = np.array(stored, dtype=np.float64)  # None: NaN
-            similarity[members == clusters] = 1.0
-            # Members reached through another member are compared here.
-            todo = np.flatnonzero(np.isnan(similarity))
-            for lo, hi in text_spans(
-                ctx, connection, clusters[todo], members[todo], VERIFY_TEXT_BYTES
-            ):
-                span = todo[lo:hi]
-                similarity[span] = reported_similarity(
-                    *similarities(ctx, connection, clusters[span], members[span])
-                )
+        for chunk, _, _, similarity in _member_chunks(ctx, connection, active["id"]):
             for row, value in zip(chunk, similarity.tolist(), strict=True):
                 yield ClusterMember(
                     row["external_id"],
@@ -188,6 +183,35 @@ def list_clusters(ctx: Context) -> Iterator[ClusterMember]:
                     row["document_id"] == row["cluster_id"],
                     value,
                 )
+
+
+def _record_decisions(ctx: Context, connection: Connection, run: Run, banding_id: int) -> None:
+    """The run's decisions: every member of the banding's clusters but the representatives."""
+    for _, members, clusters, similarity in _member_chunks(ctx, connection, banding_id):
+        held = members != clusters
+        runs.record_decisions(ctx, connection, run, members[held], clusters[held], similarity[held])
+
+
+def _member_chunks(
+    ctx: Context, connection: Connection, banding_id: int
+) -> Iterator[tuple[list[dict], np.ndarray, np.ndarray, np.ndarray]]:
+    """The banding's clustered documents (Store.iter_clusters' rows) in chunks, with their
+    document ids, cluster ids and similarity to the representative (1 for itself)."""
+    rows = ctx.store.iter_clusters(connection, banding_id)
+    while chunk := list(islice(rows, 10_000)):
+        members = np.array([r["document_id"] for r in chunk], dtype=np.int64)
+        clusters = np.array([r["cluster_id"] for r in chunk], dtype=np.int64)
+        stored = [r["similarity"] for r in chunk]
+        similarity = np.array(stored, dtype=np.float64)  # None: NaN
+        similarity[members == clusters] = 1.0
+        # Members reached through another member are compared here.
+        todo = np.flatnonzero(np.isnan(similarity))
+        for lo, hi in text_spans(ctx, connection, clusters[todo], members[todo], VERIFY_TEXT_BYTES):
+            span = todo[lo:hi]
+            similarity[span] = reported_similarity(
+                *similarities(ctx, connection, clusters[span], members[span])
+            )
+        yield chunk, members, clusters, similarity
 
 
 def clustered_duplicates(ctx: Context, external_ids: Iterable[str]) -> set[str]:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
 from simindex.errors import SimindexError
 from simindex.spec import SignatureSpec
 from simindex.store import Store, migrate
+
+if TYPE_CHECKING:
+    from simindex.local.runs import Run
 
 
 class Context:
@@ -31,6 +34,8 @@ class Context:
         self.half_created = half_created
         # The active banding as a point query last found it; each lookup checks it still is.
         self.active: dict[str, Any] | None = None
+        # The run that the index's changes are recorded as, while calls are grouped as one.
+        self.run: Run | None = None
         self.use_settings(settings)
 
     def use_settings(self, settings: dict[str, Any]) -> None:

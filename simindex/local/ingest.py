@@ -15,6 +15,7 @@ from sqlalchemy import Connection
 
 from simindex.defaults import DEFAULT_BATCH_SIZE, DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import DuplicateIdError, EmptyDocumentError, InputError, ParameterError
+from simindex.local import runs
 from simindex.local.common import check_threshold, expected_recall, matches_of, profiles
 from simindex.local.context import Context
 from simindex.local.removal import delete_documents
@@ -126,7 +127,9 @@ def add(
         check_threshold(find_duplicates)
     ctx.spec.require_text_scheme()
     iterator = iter(documents)
-    with _writing(ctx, on_duplicate, on_empty, find_duplicates) as (connection, call, complete):
+    parameters = {"on_duplicate": on_duplicate, "on_empty": on_empty, "max_chars": max_chars}
+    parameters["find_duplicates"] = find_duplicates
+    with _writing(ctx, parameters) as (connection, call, complete):
         # Three threads: one reads batches (parsing is mostly Python, holding the GIL),
         # one signs the batch before (the kernels release it), this one writes.
         batches = ahead(_batches(iterator, batch_size, BATCH_TEXT_CHARS))
@@ -144,16 +147,19 @@ def add(
 
 @contextmanager
 def _writing(
-    ctx: Context,
-    on_duplicate: OnDuplicate,
-    on_empty: OnEmpty,
-    find_duplicates: float | None,
+    ctx: Context, parameters: dict[str, Any]
 ) -> Iterator[tuple[Connection, _AddCall, list[dict[str, Any]]]]:
-    """The write transaction of one add call: its connection, its _AddCall (writers of
-    every complete banding) and those bandings; on the way out the band keys are finished
-    and the result's total counted."""
+    """The write transaction of one add call (recorded as an ``ingest`` run of
+    ``parameters``: on_duplicate, on_empty, find_duplicates, ...): its connection, its
+    _AddCall (writers of every complete banding) and those bandings; on the way out the band
+    keys are finished and the result's total counted."""
     creating = ctx.creates_tables  # the transaction below creates the index's tables
-    with ctx.transaction(write=True, load=True) as connection:
+    on_duplicate = parameters["on_duplicate"]
+    find_duplicates = parameters.get("find_duplicates")
+    with (
+        ctx.transaction(write=True, load=True) as connection,
+        runs.recorded(ctx, connection, "ingest", parameters) as run,
+    ):
         complete = [b for b in ctx.store.bandings(connection) if b["state"] == "complete"]
         # A bulk load hides the call's own keys until the end: not when each batch is
         # queried against the earlier ones, nor when a later batch may replace (delete
@@ -165,7 +171,7 @@ def _writing(
         call = _AddCall(
             active=next((b for b in complete if b["is_active"]), None),
             on_duplicate=on_duplicate,
-            on_empty=on_empty,
+            on_empty=parameters.get("on_empty", "skip"),
             find_duplicates=find_duplicates,
             ingested_at=datetime.now(UTC),
             writers={
@@ -180,6 +186,13 @@ def _writing(
         if deferred:
             ctx.store.build_content_hash_index(connection)
         call.result.total = ctx.store.document_count(connection)
+        result = call.result
+        run.count(
+            added=result.added,
+            replaced=len(result.replaced),
+            skipped_existing=len(result.skipped_existing),
+            skipped_empty=len(result.skipped_empty),
+        )
 
 
 def add_signatures(
@@ -206,7 +219,8 @@ def add_signatures(
     for external_id in external_ids:
         if not isinstance(external_id, str) or not external_id:
             raise InputError(f"a document id must be a non-empty string, got {external_id!r:.80}")
-    with _writing(ctx, on_duplicate, "skip", None) as (connection, call, complete):
+    parameters = {"on_duplicate": on_duplicate, "signatures": True}
+    with _writing(ctx, parameters) as (connection, call, complete):
         for start in range(0, len(external_ids), batch_size):
             ids = external_ids[start : start + batch_size]
             sigs = signatures[start : start + batch_size]

@@ -9,6 +9,7 @@ from typing import Any
 
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_THRESHOLD
 from simindex.errors import NoIndexError, ParameterError, SpecMismatchError
+from simindex.local import runs
 from simindex.local.context import Context
 from simindex.pipeline import banding as lsh
 from simindex.spec import SignatureSpec
@@ -127,6 +128,11 @@ def staged_load(context: Context, name: str) -> StagedLoad:
 @contextmanager
 def load_transaction(context: Context, staged: StagedLoad) -> Iterator[StagedMove]:
     """A write transaction of the index in which ``staged`` is moved in (an index not
-    created yet is created in it first)."""
-    with context.transaction(write=True) as connection:
-        yield StagedMove(context.store, connection, staged)
+    created yet is created in it first), recorded as an ``ingest`` run."""
+    with (
+        context.transaction(write=True) as connection,
+        runs.recorded(context, connection, "ingest", {"executor": "spark"}) as run,
+    ):
+        mover = StagedMove(context.store, connection, staged)
+        yield mover
+        run.count(added=mover.moved)

@@ -16,6 +16,7 @@ from sqlalchemy import Connection
 
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE
 from simindex.errors import ParameterError
+from simindex.local import runs
 from simindex.local.clusters import update_clusters
 from simindex.local.common import (
     VERIFY_TEXT_BYTES,
@@ -88,7 +89,11 @@ def find_pairs(
     if max_bucket_size < 2:
         raise ParameterError(f"max_bucket_size must be at least 2, got {max_bucket_size}")
     started = time.perf_counter()
-    with ctx.transaction(write=True) as connection:
+    parameters = {"threshold": threshold, "full": full, "max_bucket_size": max_bucket_size}
+    with (
+        ctx.transaction(write=True) as connection,
+        runs.recorded(ctx, connection, "pairs", parameters, threshold=threshold) as run,
+    ):
         active = ctx.active_banding(connection)
         recall = expected_recall(active, threshold, ctx.spec.num_perm)
         since = None
@@ -99,6 +104,7 @@ def find_pairs(
         )
         update_clusters(ctx, connection, active, threshold, since, found.kept_pairs())
         stored = ctx.store.pair_count(connection, active["id"], threshold)
+        run.count(candidates=found.candidates, pairs=found.pairs)
     return PairsReport(
         banding_id=active["id"],
         bands=active["bands"],

@@ -10,6 +10,7 @@ import numpy as np
 from sqlalchemy import Connection
 
 from simindex.errors import InputError, ParameterError
+from simindex.local import runs
 from simindex.local.clusters import rebuild_clusters, recluster
 from simindex.local.context import Context
 from simindex.pipeline import banding as lsh
@@ -39,7 +40,10 @@ def delete(
                 f"{len(wanted)} ids to remove are not); nothing was removed"
             )
         if not dry_run:
-            delete_documents(ctx, connection, np.array(sorted(found.values()), dtype=np.int64))
+            with runs.recorded(ctx, connection, "delete", {"ids": len(wanted)}) as run:
+                ids = np.array(sorted(found.values()), dtype=np.int64)
+                delete_documents(ctx, connection, ids)
+                run.count(removed=len(found), not_found=len(missing))
     return Removal(removed=[i for i in wanted if i in found], not_found=missing, dry_run=dry_run)
 
 
@@ -58,7 +62,10 @@ def evict(ctx: Context, older_than: datetime, *, dry_run: bool = False) -> Remov
         ids = ctx.store.ingested_before(connection, older_than)
         removed = ctx.store.external_ids_of(connection, ids)
         if not dry_run:
-            delete_documents(ctx, connection, ids)
+            parameters = {"older_than": older_than.isoformat()}
+            with runs.recorded(ctx, connection, "evict", parameters) as run:
+                delete_documents(ctx, connection, ids)
+                run.count(removed=len(removed))
     return Removal(removed=removed, not_found=[], dry_run=dry_run)
 
 

@@ -24,6 +24,7 @@ from simindex.store.checks import ChecksSQL
 from simindex.store.documents import DocumentsSQL
 from simindex.store.pairs import PairsSQL
 from simindex.store.rows import duration_text, grouped_chunks, int_rows, key_rows
+from simindex.store.runs import RunsSQL
 from simindex.store.schema import band_keys, bandings, documents, index_settings, metadata, pairs
 from simindex.store.urls import display_url
 
@@ -45,7 +46,7 @@ def psycopg_errors(*names: str) -> tuple[type[Exception], ...]:
     return tuple(getattr(module, name) for name in names) if module else ()
 
 
-class Store(DocumentsSQL, PairsSQL, ChecksSQL):
+class Store(DocumentsSQL, PairsSQL, ChecksSQL, RunsSQL):
     """The SQL of one index database. Methods take the Connection of an open transaction;
     a backend subclass supplies the statements its database runs differently."""
 

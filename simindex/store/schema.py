@@ -148,3 +148,35 @@ clusters = Table(
     Column("cluster_id", DocumentId, nullable=False),
     Index("ix_clusters_banding_id_cluster_id", "banding_id", "cluster_id"),
 )
+
+# The audit trail (migration 0005). No foreign keys: it outlives the documents it names.
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("command", Text, nullable=False),
+    Column("parameters", JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+    Column("scheme", Text, nullable=False),
+    Column("banding_id", Integer),
+    Column("bands", Integer),
+    Column("rows", Integer),
+    Column("threshold", Float, nullable=False),
+    Column("keep", Text),
+    Column("version", Text, nullable=False),
+    Column("started_at", DateTime(timezone=True), nullable=False),
+    Column("finished_at", DateTime(timezone=True), nullable=False),
+    # The document ids the run indexed (ids only grow and writers take turns: one range).
+    Column("first_document", DocumentId),
+    Column("last_document", DocumentId),
+    Column("counts", JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+    sqlite_autoincrement=True,
+)
+
+decisions = Table(
+    "decisions",
+    metadata,
+    Column("run_id", Integer, primary_key=True),
+    Column("document_id", DocumentId, primary_key=True),
+    Column("representative_id", DocumentId, nullable=False),
+    Column("similarity", Float, nullable=False),
+)

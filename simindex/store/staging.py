@@ -269,6 +269,7 @@ class StagedMove:
 
     def __init__(self, store: PostgresStore, connection: Connection, staged: StagedLoad):
         self._store, self._connection, self._staged = store, connection, staged
+        self.moved = 0  # documents moved in
 
     def complete_bandings(self) -> dict[int, tuple[int, int]]:
         """(bands, rows) of the index's complete bandings, by id, in id order."""
@@ -291,6 +292,7 @@ class StagedMove:
         """Move the staged documents into the index, and the staged band keys of each staged
         banding into the index's banding ``targets[staged]``; the number of documents moved."""
         moved = self._staged.move(self._connection)
+        self.moved += moved
         for staged_banding, banding_id in targets.items():
             writer = self._store.band_key_writer(self._connection, banding_id, bulk=True)
             writer.insert_staged(self._staged.band_keys(staged_banding))
