@@ -496,8 +496,9 @@ class Index:
         band keys of no document, not exactly one active and complete banding."""
         return stats.check(self._context)
 
-    def stats(self, largest: int = 10) -> dict[str, Any]:
-        """Documents, bandings, and the active banding's bucket sizes and largest buckets."""
+    def stats(self, largest: int = 10) -> stats.IndexStats:
+        """The index as a whole (:class:`~simindex.IndexStats`): documents, bandings, and the
+        active banding's pairs, bucket sizes, ``largest`` buckets and largest clusters."""
         return stats.stats(self._context, largest)
 
     def evaluate(

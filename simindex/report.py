@@ -35,6 +35,7 @@ from simindex.store import display_url
 
 if TYPE_CHECKING:
     from simindex.index import Index
+    from simindex.results import IndexStats
 
 # Figure name -> caption, in page order. The captions say what each picture shows; the page
 # and the tests use the same text.
@@ -124,7 +125,7 @@ def example_pairs(index: Index, evaluation: Evaluation, count: int = 3) -> list[
 
 def write_report(
     evaluation: Evaluation,
-    stats: dict[str, Any],
+    stats: IndexStats,
     output: Path | str,
     examples: Sequence[ExamplePair] = (),
 ) -> list[Path]:
@@ -138,13 +139,13 @@ def write_report(
         files.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"{files}: can't create the figures' folder: {exc.strerror}") from None
-    drawings: dict[str, Callable[[Any, Evaluation, dict], None]] = {
+    drawings: dict[str, Callable[[Any, Evaluation, IndexStats], None]] = {
         "similarity_histogram": _draw_similarity_histogram,
         "recall_by_similarity": _draw_recall_by_similarity,
         "s_curve": _draw_s_curve,
         "bucket_sizes": _draw_bucket_sizes,
     }
-    if stats.get("cluster_sizes"):
+    if stats.cluster_sizes:
         drawings["cluster_sizes"] = _draw_cluster_sizes
     written: list[Path] = []
     embedded = {}
@@ -265,7 +266,7 @@ def _curve(evaluation: Evaluation, start: float = 0.0) -> tuple[np.ndarray, np.n
     return s, candidate_probability(s, evaluation.bands, evaluation.rows)
 
 
-def _draw_s_curve(figure: Any, evaluation: Evaluation, _stats: dict) -> None:
+def _draw_s_curve(figure: Any, evaluation: Evaluation, _stats: IndexStats) -> None:
     bands, rows, threshold = evaluation.bands, evaluation.rows, evaluation.threshold
     ax = figure.add_subplot()
     s, p = _curve(evaluation)
@@ -301,7 +302,7 @@ def _p(s: float, bands: int, rows: int) -> float:
     return float(candidate_probability(s, bands, rows))
 
 
-def _draw_similarity_histogram(figure: Any, evaluation: Evaluation, _stats: dict) -> None:
+def _draw_similarity_histogram(figure: Any, evaluation: Evaluation, _stats: IndexStats) -> None:
     """Stacked bars on a linear scale, so that a bin's height is its pairs; the missed pairs
     are on top in red with their count written above, visible however few they are."""
     ax = figure.add_subplot()
@@ -343,12 +344,12 @@ def _draw_similarity_histogram(figure: Any, evaluation: Evaluation, _stats: dict
     ax.legend(lines + more_lines, labels + more_labels, loc="upper left", fontsize=8)
 
 
-def _draw_bucket_sizes(figure: Any, _evaluation: Evaluation, stats: dict) -> None:
+def _draw_bucket_sizes(figure: Any, _evaluation: Evaluation, stats: IndexStats) -> None:
     """The x axis ends just past the largest bucket; the cut-off is drawn only when the
     buckets reach it, and named in the legend either way."""
     ax = figure.add_subplot()
-    sizes = np.array([s for s, _ in stats["bucket_sizes"]], dtype=np.float64)
-    counts = np.array([c for _, c in stats["bucket_sizes"]], dtype=np.float64)
+    sizes = np.array([s for s, _ in stats.bucket_sizes], dtype=np.float64)
+    counts = np.array([c for _, c in stats.bucket_sizes], dtype=np.float64)
     largest = float(sizes.max()) if sizes.size else 1.0
     if sizes.size:
         ax.plot(sizes, counts, "o-", color="C0", markersize=4, linewidth=1,
@@ -377,12 +378,12 @@ def _draw_bucket_sizes(figure: Any, _evaluation: Evaluation, stats: dict) -> Non
     ax.grid(alpha=0.1, which="minor")
 
 
-def _draw_cluster_sizes(figure: Any, _evaluation: Evaluation, stats: dict) -> None:
+def _draw_cluster_sizes(figure: Any, _evaluation: Evaluation, stats: IndexStats) -> None:
     """Bars per size while there are few sizes (each labelled with its count), else points
     on log-log axes; the count axis is logarithmic when counts span more than 50x."""
     ax = figure.add_subplot()
-    sizes = np.array([s for s, _ in stats["cluster_sizes"]])
-    counts = np.array([c for _, c in stats["cluster_sizes"]])
+    sizes = np.array([s for s, _ in stats.cluster_sizes])
+    counts = np.array([c for _, c in stats.cluster_sizes])
     if sizes.max() <= 40:
         bars = ax.bar(sizes, counts, 0.8, color="C2")
         ax.bar_label(bars, [f"{c:,}" for c in counts], fontsize=8)
@@ -425,7 +426,7 @@ def _integer_locator() -> Any:
     return MaxNLocator(integer=True)
 
 
-def _draw_recall_by_similarity(figure: Any, evaluation: Evaluation, _stats: dict) -> None:
+def _draw_recall_by_similarity(figure: Any, evaluation: Evaluation, _stats: IndexStats) -> None:
     ax = figure.add_subplot()
     s, p = _curve(evaluation, evaluation.floor)
     ax.plot(s, p, color="C3", linewidth=1.2, label="S-curve P(s)")
@@ -492,7 +493,7 @@ ins { background: #c9f2cf; text-decoration: none; }
 
 def _page(
     evaluation: Evaluation,
-    stats: dict[str, Any],
+    stats: IndexStats,
     embedded: dict[str, str],
     folder: str,
     examples: Sequence[ExamplePair],
@@ -505,7 +506,7 @@ def _page(
         "</figcaption></figure>"
         for name in embedded
     }
-    scheme = SignatureSpec.from_dict(stats["spec"]).describe()
+    scheme = SignatureSpec.from_dict(stats.spec).describe()
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     sampled = f"{evaluation.sampled:,} of {evaluation.documents:,} documents"
     return f"""<!DOCTYPE html>
@@ -515,7 +516,7 @@ def _page(
 <h1>simindex evaluation report</h1>
 <p class="verdict">{html.escape(verdict(evaluation))}</p>
 <p class="whole">{html.escape(_whole_index_line(stats))}</p>
-<p class="meta">{html.escape(display_url(stats["url"]))}<br>{html.escape(scheme)}; text {"kept" if stats["keep_text"] else "not kept"}<br>generated {generated}</p>
+<p class="meta">{html.escape(display_url(stats.url))}<br>{html.escape(scheme)}; text {"kept" if stats.keep_text else "not kept"}<br>generated {generated}</p>
 <h2>From the sample: {sampled} (seed {evaluation.seed})</h2>
 <p>Every pair of the sampled documents, compared by exact Jaccard similarity: the truth the
 banding is measured against. Counts here are of the sample's pairs, not the index's.</p>
@@ -533,28 +534,28 @@ banding is measured against. Counts here are of the sample's pairs, not the inde
 {figures["bucket_sizes"]}
 {figures["s_curve"]}
 {_table(["banding", "bands x rows", "state", "active", "pairs found at", "clusters at"], _banding_rows(stats))}
-{_table(["bucket size", "buckets"], [(f"{s:,}", f"{c:,}") for s, c in stats["bucket_sizes"]])}
+{_table(["bucket size", "buckets"], [(f"{s:,}", f"{c:,}") for s, c in stats.bucket_sizes])}
 </body>
 </html>
 """
 
 
-def _active(stats: dict[str, Any]) -> dict[str, Any]:
-    return next(b for b in stats["bandings"] if b["id"] == stats["active_banding"])
+def _active(stats: IndexStats) -> dict[str, Any]:
+    return next(b for b in stats.bandings if b["id"] == stats.active_banding)
 
 
-def _whole_index_line(stats: dict[str, Any]) -> str:
+def _whole_index_line(stats: IndexStats) -> str:
     active = _active(stats)
-    line = f"The whole index: {stats['documents']:,} documents; "
+    line = f"The whole index: {stats.documents:,} documents; "
     if active["pairs_threshold"] is None:
         line += "pairs not found yet (run `simindex pairs`)"
     else:
         line += (
-            f"{stats['pairs']:,} stored pairs (similarity >= {active['pairs_threshold']:g}, "
+            f"{stats.pairs:,} stored pairs (similarity >= {active['pairs_threshold']:g}, "
             f"{active['bands']} x {active['rows']})"
         )
-    if stats.get("cluster_sizes") is not None:
-        clusters = sum(c for _, c in stats["cluster_sizes"])
+    if stats.cluster_sizes is not None:
+        clusters = sum(c for _, c in stats.cluster_sizes)
         line += f"; {clusters:,} clusters (>= {active['clusters_threshold']:g})"
     return line + "."
 
@@ -602,14 +603,14 @@ def _bin_rows(evaluation: Evaluation) -> list[list[str]]:
     ]
 
 
-def _index_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
+def _index_rows(stats: IndexStats) -> list[tuple[str, str]]:
     rows = [
-        ("documents", f"{stats['documents']:,}"),
-        ("groups of exact duplicates", f"{stats['exact_duplicate_groups']:,}"),
-        ("stored pairs (active banding)", f"{stats['pairs']:,}"),
+        ("documents", f"{stats.documents:,}"),
+        ("groups of exact duplicates", f"{stats.exact_duplicate_groups:,}"),
+        ("stored pairs (active banding)", f"{stats.pairs:,}"),
     ]
-    if stats.get("cluster_sizes") is not None:
-        sizes = stats["cluster_sizes"]
+    if stats.cluster_sizes is not None:
+        sizes = stats.cluster_sizes
         clustered = sum(size * count for size, count in sizes)
         rows.append(
             ("clusters (documents in them)", f"{sum(c for _, c in sizes):,} ({clustered:,})")
@@ -617,7 +618,7 @@ def _index_rows(stats: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _banding_rows(stats: dict[str, Any]) -> list[list[str]]:
+def _banding_rows(stats: IndexStats) -> list[list[str]]:
     return [
         [
             str(b["id"]),
@@ -627,12 +628,12 @@ def _banding_rows(stats: dict[str, Any]) -> list[list[str]]:
             _threshold(b["pairs_threshold"]),
             _threshold(b["clusters_threshold"]),
         ]
-        for b in stats["bandings"]
+        for b in stats.bandings
     ]
 
 
-def _no_clusters(stats: dict[str, Any]) -> str:
-    if stats.get("cluster_sizes") is None:
+def _no_clusters(stats: IndexStats) -> str:
+    if stats.cluster_sizes is None:
         return "<p>Clusters have not been built: <code>simindex clusters</code> builds them.</p>"
     return "<p>Clusters are built, but no stored pair reaches their threshold.</p>"
 

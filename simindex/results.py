@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -175,6 +175,41 @@ class Decision:
     external_id: str | None
     representative: str | None
     similarity: float
+
+
+@dataclass(frozen=True)
+class IndexStats:
+    """What :meth:`simindex.Index.stats` finds: the index (``url`` with any password masked,
+    ``spec`` as SignatureSpec.to_dict gives it, ``keep_text``, the default ``threshold``),
+    its ``documents`` and ``exact_duplicate_groups`` (content hashes shared by two or more),
+    its ``bandings`` (as :meth:`simindex.Index.bandings` lists them) and the ids of the
+    ``retired_bandings`` whose band keys wait to be removed. Of the ``active_banding``: its
+    stored ``pairs``, ``bucket_sizes`` and ``cluster_sizes`` as (size, how many of that
+    size) ascending (``cluster_sizes`` is None until clusters are built), the
+    ``largest_buckets`` as (band, key, documents), and the ``largest_clusters``."""
+
+    url: str
+    spec: dict[str, Any]
+    keep_text: bool
+    threshold: float
+    documents: int
+    exact_duplicate_groups: int
+    bandings: tuple[dict[str, Any], ...]
+    retired_bandings: tuple[int, ...]
+    active_banding: int
+    pairs: int
+    bucket_sizes: tuple[tuple[int, int], ...]
+    largest_buckets: tuple[tuple[int, int, int], ...]
+    cluster_sizes: tuple[tuple[int, int], ...] | None
+    largest_clusters: tuple[LargestCluster, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields by name, as ``simindex stats --json`` writes them: the sequences as
+        lists, the largest clusters as dicts."""
+        return {
+            name: list(value) if isinstance(value, tuple) else value
+            for name, value in asdict(self).items()
+        }
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ def stats(db: Db = None, schema: Schema = None, as_json: Json = False) -> None:
     with Index.open(db, schema=schema) as index:
         result = index.stats()
     if as_json:
-        typer.echo(json.dumps(result, default=str, indent=2))
+        typer.echo(json.dumps(result.to_dict(), default=str, indent=2))
     else:
         print_stats(result, index.spec.describe())
 

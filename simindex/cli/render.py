@@ -16,7 +16,7 @@ from rich.table import Table
 if TYPE_CHECKING:
     from simindex.index import AddResult, Index, Match, Pair, PairsReport, StoredDocument
     from simindex.pipeline.evaluate import CandidateEstimate, Evaluation
-    from simindex.results import Decision, Explanation, LargestCluster, RunRecord
+    from simindex.results import Decision, Explanation, IndexStats, LargestCluster, RunRecord
 
 # Markup off: ids, paths and texts are the user's data, never rich markup (an id "[/]" or
 # "[link=...]" prints as itself); styles are given explicitly where wanted.
@@ -263,15 +263,15 @@ def document(found: StoredDocument, as_json: bool) -> None:
     out.print("\n" + "\n".join(shown(line).replace("\\t", "\t") for line in text.splitlines()))
 
 
-def stats(result: dict[str, Any], scheme: str) -> None:
-    out.print(f"index      {shown(result['url'])}\nscheme     {scheme}")
+def stats(result: IndexStats, scheme: str) -> None:
+    out.print(f"index      {shown(result.url)}\nscheme     {scheme}")
     out.print(
-        f"documents  {result['documents']:,} ({result['exact_duplicate_groups']:,} groups of "
-        f"exact duplicates)\ntext kept  {'yes' if result['keep_text'] else 'no'}; default "
-        f"threshold {result['threshold']}"
+        f"documents  {result.documents:,} ({result.exact_duplicate_groups:,} groups of "
+        f"exact duplicates)\ntext kept  {'yes' if result.keep_text else 'no'}; default "
+        f"threshold {result.threshold}"
     )
     table = Table("banding", "bands x rows", "state", "active", "pairs found at", title="Bandings")
-    for b in result["bandings"]:
+    for b in result.bandings:
         table.add_row(
             str(b["id"]),
             f"{b['bands']} x {b['rows']}",
@@ -280,40 +280,38 @@ def stats(result: dict[str, Any], scheme: str) -> None:
             "-" if b["pairs_threshold"] is None else str(b["pairs_threshold"]),
         )
     out.print(table)
-    building = [str(b["id"]) for b in result["bandings"] if b["state"] == "building"]
+    building = [str(b["id"]) for b in result.bandings if b["state"] == "building"]
     if building:
         out.print(
             f"building bandings {', '.join(building)}: a `simindex reband` is building them, or "
             "stopped before it finished (they are used by nothing; `simindex drop-banding "
             "ID` removes one)",
         )
-    if result["retired_bandings"]:
+    if result.retired_bandings:
         when = (
             "deleted by `simindex drop-banding ID` (a drop stopped before it deleted them)"
-            if result["url"].startswith("sqlite")
+            if result.url.startswith("sqlite")
             else "dropped at the next write (readers held them)"
         )
         out.print(
-            f"retired bandings {', '.join(map(str, result['retired_bandings']))}: their band "
+            f"retired bandings {', '.join(map(str, result.retired_bandings))}: their band "
             f"keys are {when}; docs/reliability.md",
         )
-    sizes = Table(
-        "bucket size", "buckets", title=f"Bucket sizes (banding {result['active_banding']})"
-    )
-    for size, count in result["bucket_sizes"]:
+    sizes = Table("bucket size", "buckets", title=f"Bucket sizes (banding {result.active_banding})")
+    for size, count in result.bucket_sizes:
         sizes.add_row(f"{size:,}", f"{count:,}")
     out.print(sizes)
     largest = Table("band", "key", "documents", title="Largest buckets")
-    for band, key, size in result["largest_buckets"]:
+    for band, key, size in result.largest_buckets:
         largest.add_row(str(band), str(key), f"{size:,}")
     out.print(largest)
-    if result.get("largest_clusters"):
+    if result.largest_clusters:
         named = Table("representative", "documents", "weakest member", title="Largest clusters")
-        for cluster in result["largest_clusters"]:
+        for cluster in result.largest_clusters:
             named.add_row(
-                shown(cluster["representative"]),
-                f"{cluster['size']:,}",
-                f"{cluster['weakest']:.3f}",
+                shown(cluster.representative),
+                f"{cluster.size:,}",
+                f"{cluster.weakest:.3f}",
             )
         out.print(named)
 

@@ -12,8 +12,11 @@ from simindex.cli.errors import command
 from simindex.cli.options import (
     SCHEME_HELP,
     Db,
+    Delimiter,
     DuplicateThreshold,
     Encoding,
+    EncodingErrors,
+    IdColumn,
     IdField,
     InputFormatOption,
     Keep,
@@ -23,14 +26,17 @@ from simindex.cli.options import (
     MaxChars,
     Mode,
     NewScheme,
+    NoHeader,
     Schema,
     Scheme,
     SparkMaster,
+    TextColumn,
     TextField,
 )
 from simindex.cli.render import counts, describe_index, err, largest_clusters, shown
 from simindex.defaults import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEME, DEFAULT_THRESHOLD
 from simindex.errors import ParameterError
+from simindex.io.delimited import CsvLayout
 from simindex.io.readers import DEFAULT_MAX_CHARS, expand_inputs
 from simindex.policies import OnEmpty, OnError, SparkOutputFormat
 
@@ -65,6 +71,11 @@ def spark_dedup(
     id_field: IdField = "id",
     text_field: TextField = "text",
     encoding: Encoding = "utf-8",
+    encoding_errors: EncodingErrors = "strict",
+    delimiter: Delimiter = None,
+    no_header: NoHeader = False,
+    id_column: IdColumn = 0,
+    text_column: TextColumn = 1,
     output_format: Annotated[
         SparkOutputFormat, typer.Option(help="Format of the files under --out.")
     ] = "parquet",
@@ -91,7 +102,9 @@ def spark_dedup(
     with job_errors():
         summary = dedup_files(
             expand_inputs(files), str(out), fmt=fmt, id_field=id_field, text_field=text_field,
-            encoding=encoding, output_format=output_format, master=master, threshold=threshold,
+            encoding=encoding, encoding_errors=encoding_errors,
+            csv_layout=CsvLayout(delimiter, not no_header, id_column, text_column),
+            output_format=output_format, master=master, threshold=threshold,
             keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode,
             spec=SignatureSpec(scheme=scheme), on_error=on_error,
             on_empty=on_empty, on_duplicate=on_duplicate,
@@ -109,6 +122,8 @@ def spark_dedup(
         f"{summary.kept:,} records, dropped {summary.dropped:,}, in {shown(out)}{listed}"
         + largest_clusters(summary.largest_clusters)
     )
+    if summary.replaced.count:
+        err.print(summary.replaced.summary(encoding))
 
 
 @command(spark_app, "ingest", kernels=True, spark=True)
@@ -128,6 +143,11 @@ def spark_ingest(
     id_field: IdField = "id",
     text_field: TextField = "text",
     encoding: Encoding = "utf-8",
+    encoding_errors: EncodingErrors = "strict",
+    delimiter: Delimiter = None,
+    no_header: NoHeader = False,
+    id_column: IdColumn = 0,
+    text_column: TextColumn = 1,
     on_duplicate: Annotated[
         Literal["fail", "skip"],
         typer.Option(
@@ -158,7 +178,9 @@ def spark_ingest(
     with job_errors():
         report = ingest_files(
             expand_inputs(files), db, fmt=fmt, id_field=id_field, text_field=text_field,
-            encoding=encoding, master=master, max_chars=max_chars, schema=schema,
+            encoding=encoding, encoding_errors=encoding_errors,
+            csv_layout=CsvLayout(delimiter, not no_header, id_column, text_column),
+            master=master, max_chars=max_chars, schema=schema,
             lock_timeout=lock_timeout, scheme=scheme, on_duplicate=on_duplicate,
             on_empty=on_empty, on_error=on_error,
         )  # fmt: skip
@@ -178,6 +200,8 @@ def spark_ingest(
     )
     for external_id, problem in report.examples:
         err.print(f"  skipped {shown(problem or f'{external_id!r}: empty')}")
+    if report.replaced.count:
+        err.print(report.replaced.summary(encoding))
     if report.created:
         with Index.open(db, schema=schema) as index:
             err.print(f"Created a new index in {shown(index.url)}")

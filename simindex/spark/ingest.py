@@ -23,7 +23,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from simindex.errors import (
     ParameterError,
     SimindexError,
 )
+from simindex.io.lines import ReplacedRecords
 from simindex.io.readers import record_metadata
 from simindex.local import lifecycle
 from simindex.pipeline import stages
@@ -48,6 +49,9 @@ from simindex.store import StagedMove, StagedPart, database_url, staged_part
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+
+    from simindex.io.delimited import CsvLayout
+    from simindex.policies import EncodingErrors
 
 # Examples of rejected or duplicate documents named in a message or a report.
 EXAMPLES = 5
@@ -63,7 +67,8 @@ class IngestReport:
     records (``skipped_malformed``), with ``examples`` of the latter two as (id, problem;
     None for an empty text). ``partitions``: the tasks that loaded them. ``seconds`` in all,
     of which ``staging_seconds`` in the Spark job and ``moving_seconds`` in the transaction
-    that moved the documents into the index."""
+    that moved the documents into the index. ``replaced``: the records read with U+FFFD
+    for bytes not in the encoding (:func:`ingest_files`, with encoding_errors="replace")."""
 
     added: int
     total: int
@@ -76,6 +81,7 @@ class IngestReport:
     seconds: float
     staging_seconds: float
     moving_seconds: float
+    replaced: ReplacedRecords = field(default_factory=ReplacedRecords)
 
 
 def ingest(
@@ -163,27 +169,41 @@ def ingest_files(
     id_field: str = "id",
     text_field: str = "text",
     encoding: str = "utf-8",
+    encoding_errors: EncodingErrors = "strict",
+    csv_layout: CsvLayout | None = None,
     master: str | None = None,
     max_chars: int = DEFAULT_MAX_CHARS,
     **options: Any,
 ) -> IngestReport:
     """``simindex spark ingest``: the documents of the input files (readers.expand_inputs'
     list; one task a file or a part of one, as simindex.spark.read.parts makes them), read
-    and checked as ``ingest`` reads them, with the same metadata (a record's other fields),
+    and checked as ``ingest`` reads them (``encoding_errors``, ``csv_layout``: see
+    simindex.io.readers.read_records), with the same metadata (a record's other fields),
     into the index at ``url`` by :func:`ingest` (``options``: its keyword arguments)."""
-    from simindex.spark.read import files, parts, reader
+    from simindex.spark.read import (
+        FirstReplaced,
+        batch_replaced,
+        files,
+        parts,
+        reader,
+        replaced_records,
+    )
     from simindex.spark.session import session
 
     spark = session(master)
     read = reader(
-        fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding, max_chars=max_chars
-    )
+        fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,
+        max_chars=max_chars, csv_layout=csv_layout, encoding_errors=encoding_errors,
+    )  # fmt: skip
+    # Counted by the task that stages a part (a retry finds it staged and reads nothing).
+    replaced = spark.sparkContext.accumulator((0, None), FirstReplaced())
 
     def documents(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in read(batches):
             fatal = batch["problem"].filter(batch["fatal"]).to_pylist()
             if fatal:  # a file that can't be read fails the job (and is never skipped)
                 raise InputError(fatal[0])
+            replaced.add(batch_replaced(batch))
             metadata = [
                 None if r is None else record_metadata(json.loads(r), id_field, text_field)
                 for r in batch["record"].to_pylist()
@@ -201,7 +221,8 @@ def ingest_files(
 
     # Each part is read, signed and staged in one task: its texts never pass through Spark.
     found = files(spark, parts(spark, paths, fmt=fmt, encoding=encoding))
-    return ingest(found, url, max_chars=max_chars, prepare=documents, **options)
+    report = ingest(found, url, max_chars=max_chars, prepare=documents, **options)
+    return replace(report, replaced=replaced_records(paths, *replaced.value))
 
 
 def _run(job: DataFrame) -> list[Any]:

@@ -26,13 +26,14 @@ import json
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from simindex.defaults import DEFAULT_MAX_BUCKET_SIZE, DEFAULT_THRESHOLD
 from simindex.errors import DuplicateIdError, EmptyDocumentError, InputError, ParameterError
-from simindex.policies import ClusterMode, ClusterPolicy, KeepOrder, KeepRule
+from simindex.io.lines import ReplacedRecords
+from simindex.policies import ClusterMode, ClusterPolicy, EncodingErrors, KeepOrder, KeepRule
 from simindex.results import LargestCluster
 from simindex.spark.components import DEFAULT_MAX_DRIVER_EDGES, components
 from simindex.spark.keep import field_values, largest_clusters, representatives
@@ -41,6 +42,8 @@ from simindex.spec import SignatureSpec
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame
+
+    from simindex.io.delimited import CsvLayout
 
 Policy = Literal["fail", "skip"]
 OUTPUT_FORMATS = ("parquet", "jsonl")
@@ -73,6 +76,8 @@ class Summary:
     dropped: int
     # The largest clusters, each with its weakest member's similarity to the representative.
     largest_clusters: tuple[LargestCluster, ...] = ()
+    # Records read with U+FFFD for bytes not in the encoding (encoding_errors="replace").
+    replaced: ReplacedRecords = field(default_factory=ReplacedRecords)
 
     @property
     def kept(self) -> int:
@@ -179,6 +184,8 @@ def dedup_files(
     id_field: str = "id",
     text_field: str = "text",
     encoding: str = "utf-8",
+    encoding_errors: EncodingErrors = "strict",
+    csv_layout: CsvLayout | None = None,
     output_format: str = "parquet",
     master: str | None = None,
     threshold: float = DEFAULT_THRESHOLD,
@@ -200,10 +207,11 @@ def dedup_files(
     go, with ``representative`` and ``similarity``), ``out/pairs/`` and ``out/clusters/``
     (as :class:`Deduplicated` describes them) and, when records were left out,
     ``out/problems/``: Parquet, or JSON lines with ``output_format="jsonl"``. On an error
-    nothing is left in ``out``. ``keep_by`` names a field of the records.
+    nothing is left in ``out``. ``keep_by`` names a field of the records; ``encoding_errors``
+    and ``csv_layout``: as simindex.io.readers.read_records takes them.
     """
     from simindex.io.outputs import check_outputs
-    from simindex.spark.read import read_files
+    from simindex.spark.read import read_files, replaced_in
     from simindex.spark.session import session
 
     policy = ClusterPolicy(keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode)
@@ -226,8 +234,9 @@ def dedup_files(
     # Read (parsed and checked in Python) once: signing, verification and the outputs all
     # take their records from here, not from the files again. On disk (CORPUS_SIZED).
     records = read_files(
-        spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding
-    ).persist(StorageLevel.DISK_ONLY)
+        spark, paths, fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,
+        csv_layout=csv_layout, encoding_errors=encoding_errors,
+    ).persist(StorageLevel.DISK_ONLY)  # fmt: skip
     documents = records.select("doc", "id", "text", "problem", "fatal")
     created = not target.exists()
     try:
@@ -253,6 +262,8 @@ def dedup_files(
         _write(run.named_pairs(), output_format, target / "pairs")
         _write(run.named_clusters(), output_format, target / "clusters")
         summary = run.summary()
+        if encoding_errors == "replace":
+            summary = replace(summary, replaced=replaced_in(records, paths))
         if summary.skipped or summary.empty or summary.repeated:
             _write(run.problems(), output_format, target / "problems")
     except BaseException:

@@ -17,7 +17,9 @@ hold more than SPLIT_BYTES of text are spread over partitions right after readin
 
 Every document gets a number, ``doc``: its file's position among the inputs times 2^40 plus
 its line (or row) number, so ``doc`` order is input order (what ``--keep earliest``
-means) and a recomputed partition numbers its documents alike.
+means) and a recomputed partition numbers its documents alike. A record read with U+FFFD
+for bytes that are not in the encoding (``encoding_errors="replace"``) is flagged
+``replaced``, so a job counts them as ``ingest`` does (:func:`replaced_records`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,18 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from simindex.errors import InputError
+from simindex.io.lines import ReplacedRecords
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
+    from simindex.io.delimited import CsvLayout
+    from simindex.policies import EncodingErrors
+
 # A file's records are numbered below 2^40; 2^23 files fit beside that in a long.
 LINE_BITS = 40
+LINE_MASK = (1 << LINE_BITS) - 1
 MAX_FILES = 1 << (63 - LINE_BITS)
 # Documents per Arrow batch handed to Spark.
 BATCH_ROWS = 5_000
@@ -47,7 +54,10 @@ EXPANSION = 4
 # None (the whole file), and the bytes of text it may hold.
 Part = tuple[int, str, tuple[int, int, int] | None, int]
 
-SCHEMA = "doc long, id string, text string, record string, problem string, fatal boolean"
+SCHEMA = (
+    "doc long, id string, text string, record string, problem string, fatal boolean, "
+    "replaced boolean"
+)
 
 
 def read_files(
@@ -60,6 +70,8 @@ def read_files(
     encoding: str = "utf-8",
     max_chars: int | None = None,
     split_bytes: int = SPLIT_BYTES,
+    csv_layout: CsvLayout | None = None,
+    encoding_errors: EncodingErrors = "strict",
 ) -> DataFrame:
     """The documents of ``paths`` (files, as readers.expand_inputs lists them), in
     partitions of about ``split_bytes`` of input (see the module docstring).
@@ -69,13 +81,14 @@ def read_files(
     ``text`` in it, what an output writes back; the text is not kept twice),
     ``problem`` (why a record is no document, as ``ingest`` says it: a row with a problem
     has only ``doc``, ``problem`` and ``fatal``), ``fatal`` (the file could not be read at all:
-    never skipped, as in ``ingest``).
+    never skipped, as in ``ingest``), ``replaced`` (the record was read with U+FFFD).
+    ``csv_layout`` and ``encoding_errors``: as simindex.io.readers.read_records takes them.
     """
     found = parts(spark, paths, fmt=fmt, encoding=encoding, split_bytes=split_bytes)
     records = files(spark, found).mapInArrow(
         reader(
             fmt=fmt, id_field=id_field, text_field=text_field, encoding=encoding,
-            max_chars=max_chars,
+            max_chars=max_chars, csv_layout=csv_layout, encoding_errors=encoding_errors,
         ),
         SCHEMA,
     )  # fmt: skip
@@ -160,6 +173,8 @@ def reader(
     text_field: str = "text",
     encoding: str = "utf-8",
     max_chars: int | None = None,
+    csv_layout: CsvLayout | None = None,
+    encoding_errors: EncodingErrors = "strict",
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """A task's function from batches of :func:`files` to batches of documents (SCHEMA, as
     :func:`read_files` describes them): to read in the same Python task that goes on with
@@ -172,6 +187,8 @@ def reader(
         "text_field": text_field,
         "encoding": encoding,
         "max_chars": DEFAULT_MAX_CHARS if max_chars is None else max_chars,
+        "csv_layout": csv_layout,
+        "encoding_errors": encoding_errors,
     }
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -194,31 +211,31 @@ def _read_file(
 
     rows: list[tuple] = []
     text_free = {options["text_field"]: None}
+    # Lines read with U+FFFD whose row is not made yet: the readers tell of a line before
+    # they yield or report its record.
+    replaced: set[int] = set()
+
+    def add(doc: int | None, *values: object) -> None:
+        line = -1 if doc is None else doc & LINE_MASK
+        rows.append((doc, *values, line in replaced))
+        replaced.discard(line)
 
     def bad(error: InputError, fatal: bool = False) -> None:
         # A bad record is numbered by the line its message names ("path:line: ..."), so
         # the first in input order is the one reported.
         line = str(error)[len(path) + 1 :].partition(":")[0]
         doc = (file << LINE_BITS) | int(line) if line.isdigit() and not fatal else None
-        rows.append((doc, None, None, None, str(error), fatal))
+        add(doc, None, None, None, str(error), fatal)
 
     try:
         for number, record, (external_id, text, _) in read_checked(
-            path, on_error=bad, span=span, **options
-        ):
+            path, on_error=bad, span=span, on_replaced=lambda _, line: replaced.add(line),
+            **options,
+        ):  # fmt: skip
             if number >= 1 << LINE_BITS:
                 raise InputError(f"{path}: holds more than 2^{LINE_BITS} records; split it")
-            doc = (file << LINE_BITS) | number
-            rows.append(
-                (
-                    doc,
-                    external_id,
-                    text,
-                    json.dumps(record | text_free, ensure_ascii=False),
-                    None,
-                    False,
-                )
-            )
+            record_text = json.dumps(record | text_free, ensure_ascii=False)
+            add((file << LINE_BITS) | number, external_id, text, record_text, None, False)
             if len(rows) >= BATCH_ROWS:
                 yield _batch(rows)
                 rows.clear()
@@ -231,9 +248,50 @@ def _read_file(
 def _batch(rows: list[tuple]) -> pa.RecordBatch:
     import pyarrow as pa
 
-    names = ("doc", "id", "text", "record", "problem", "fatal")
-    types = (pa.int64(), pa.string(), pa.string(), pa.string(), pa.string(), pa.bool_())
+    names = ("doc", "id", "text", "record", "problem", "fatal", "replaced")
+    types = (
+        pa.int64(), pa.string(), pa.string(), pa.string(), pa.string(), pa.bool_(), pa.bool_(),
+    )  # fmt: skip
     columns = list(zip(*rows, strict=True))
     return pa.RecordBatch.from_arrays(
         [pa.array(c, t) for c, t in zip(columns, types, strict=True)], names=list(names)
     )
+
+
+def replaced_records(paths: list[str], count: int, first: int | None) -> ReplacedRecords:
+    """The tally ``ingest`` reports of ``count`` records read with U+FFFD, the first of them
+    document ``first`` (a ``doc``) of the input files ``paths``."""
+    where = None if first is None else f"{paths[first >> LINE_BITS]}:{first & LINE_MASK}"
+    return ReplacedRecords(count, where)
+
+
+def replaced_in(records: DataFrame, paths: list[str]) -> ReplacedRecords:
+    """The records of :func:`read_files` (of ``paths``) read with U+FFFD, counted."""
+    from pyspark.sql import functions as F
+
+    count, first = records.filter("replaced").agg(F.count("*"), F.min("doc")).first()
+    return replaced_records(paths, count, first)
+
+
+def batch_replaced(batch: pa.RecordBatch) -> tuple[int, int | None]:
+    """(records read with U+FFFD, the first one's ``doc`` or None) of a batch of
+    :func:`reader`'s, for a :class:`FirstReplaced` accumulator."""
+    import pyarrow.compute as pc
+
+    flagged = batch["doc"].filter(batch["replaced"])
+    return len(flagged), pc.min(flagged).as_py() if len(flagged) else None
+
+
+class FirstReplaced:
+    """A Spark accumulator's arithmetic (pyspark's AccumulatorParam) over (records read
+    with U+FFFD, the smallest ``doc`` among them or None): for a job whose records never
+    come back to the driver, like a Spark ingest's."""
+
+    def zero(self, _value: tuple[int, int | None]) -> tuple[int, int | None]:
+        return 0, None
+
+    def addInPlace(
+        self, a: tuple[int, int | None], b: tuple[int, int | None]
+    ) -> tuple[int, int | None]:
+        firsts = [doc for doc in (a[1], b[1]) if doc is not None]
+        return a[0] + b[0], min(firsts, default=None)

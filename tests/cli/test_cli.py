@@ -10,6 +10,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
+from simindex import Index
 from simindex.cli import app
 from tests.conftest import NEWS
 
@@ -51,6 +52,36 @@ def test_the_main_job(db_url, tmp_path):
     bandings = json.loads(run("stats", "--db", db_url, "--json").stdout)["bandings"]
     assert [(b["bands"], b["rows"], b["is_active"]) for b in bandings] == [(42, 3, True)]
     run("db", "current", "--db", db_url)
+
+
+def test_stats_json_is_the_library_result_as_plain_json(tmp_path):
+    """`stats --json` keeps its keys, their order and their JSON shapes: IndexStats.to_dict
+    (sequences as lists, largest clusters as objects, datetimes as text)."""
+    db = str(tmp_path / "news.db")
+    run("ingest", str(NEWS), "--db", db)
+    unclustered = json.loads(run("stats", "--db", db, "--json").stdout)
+    run("pairs", "--db", db, "--top", "0")
+    run("clusters", "--db", db, "--top", "0")
+    printed = json.loads(run("stats", "--db", db, "--json").stdout)
+    with Index.open(db) as index:
+        stats = index.stats()
+    assert list(printed) == [
+        "url", "spec", "keep_text", "threshold", "documents", "exact_duplicate_groups",
+        "bandings", "retired_bandings", "active_banding", "pairs", "bucket_sizes",
+        "largest_buckets", "cluster_sizes", "largest_clusters",
+    ]  # fmt: skip
+    assert printed == json.loads(json.dumps(stats.to_dict(), default=str))
+    assert (unclustered["cluster_sizes"], unclustered["largest_clusters"]) == (None, [])
+    assert printed["bandings"] == [
+        {**b, "created_at": str(b["created_at"])} for b in stats.bandings
+    ]
+    assert printed["bucket_sizes"] == [list(pair) for pair in stats.bucket_sizes]
+    assert printed["largest_buckets"] == [list(bucket) for bucket in stats.largest_buckets]
+    assert printed["cluster_sizes"] == [list(pair) for pair in stats.cluster_sizes]
+    assert printed["largest_clusters"] == [
+        {"representative": c.representative, "size": c.size, "weakest": c.weakest}
+        for c in stats.largest_clusters
+    ]
 
 
 def test_ingest_reads_csv_tsv_and_gzip_and_takes_the_db_from_the_environment(tmp_path, monkeypatch):

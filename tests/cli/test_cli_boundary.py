@@ -72,7 +72,7 @@ def test_ctrl_c_during_dedup_into_an_index_says_what_stays(db_url, tmp_path, mon
         "interrupted: the input's documents were added to the index; no output was written"
     )
     with Index.open(db_url) as index:
-        assert index.stats()["documents"] == 100
+        assert index.stats().documents == 100
     monkeypatch.undo()
     again = run("dedup", str(NEWS), "-o", str(kept), "--db", db_url)
     assert "100 records were indexed before with the same text" in again.stderr

@@ -147,13 +147,13 @@ def test_the_library_says_what_was_and_would_be_removed(db):
     with Index.open(db) as index:
         planned = index.delete(["c", 7, "a"], dry_run=True)
         assert (planned.removed, planned.not_found, planned.dry_run) == (["c", "a"], ["7"], True)
-        assert index.stats()["documents"] == 3
+        assert index.stats().documents == 3
         done = index.delete(["c", "a"])
         assert (done.removed, done.not_found, done.dry_run) == (["c", "a"], [], False)
         assert index.evict(datetime.now(UTC), dry_run=True).removed == ["b"]
-        assert index.stats()["documents"] == 1
+        assert index.stats().documents == 1
         assert index.evict(datetime.now(UTC)).removed == ["b"]
-        assert index.stats()["documents"] == 0
+        assert index.stats().documents == 0
 
 
 def test_show_reads_the_stored_document(db):

@@ -179,7 +179,7 @@ def test_parquet_and_a_directory_of_mixed_shards_give_the_pairs_of_json_lines(db
     assert len(_pairs(baseline)) > 18
     assert _pairs(db_url) == _pairs(baseline) == _pairs(from_parquet)
     with Index.open(from_parquet) as index:
-        assert index.stats()["documents"] == 100
+        assert index.stats().documents == 100
 
 
 def test_a_glob_of_shards_names_the_shard_and_line_of_an_error(tmp_path):

@@ -138,7 +138,7 @@ def test_deleting_the_link_splits_the_cluster(db_url):
         assert (removal.removed, removal.not_found) == (["b"], ["nonexistent"])
         assert _clusters(index) == {}
         assert {(p.id_a, p.id_b) for p in index.pairs()} == set()
-        assert index.stats()["documents"] == 3
+        assert index.stats().documents == 3
         assert index.query("w25 w26 w27 w28 w29 w30 w31 w32 w33 w34", threshold=0.01)
 
 
@@ -149,7 +149,7 @@ def test_evict_removes_what_was_ingested_before(db_url):
         cutoff = datetime.now(UTC)
         index.add([("new-1", "a fresh story about sun")])
         assert len(index.evict(cutoff).removed) == 2
-        assert index.stats()["documents"] == 1
+        assert index.stats().documents == 1
 
 
 def test_a_hot_bucket_of_20000_identical_documents_clusters_in_linear_time(db_url):

@@ -79,13 +79,13 @@ def test_point_queries_during_rebands_always_see_one_banding_and_never_wait_long
         with analyst.connect() as connection, connection.begin():
             connection.exec_driver_sql("SELECT count(*) FROM bucket_sizes").scalar_one()
             kept = writer.reband(32, 4, drop_old=True)
-            retired = writer.stats()["retired_bandings"]
+            retired = writer.stats().retired_bandings
             assert len(retired) == 1 and retired[0] != kept
             shown = runner.invoke(app, ["stats", "--db", pg_url]).stdout
             assert f"retired bandings {retired[0]}: their band keys are dropped" in shown
             assert [b["id"] for b in writer.bandings()] == [kept]
         writer.delete(["not-indexed"])  # a later write drops it
-        assert writer.stats()["retired_bandings"] == []
+        assert writer.stats().retired_bandings == ()
         assert writer.check() == []
     analyst.dispose()
     latencies, misses = queries.latencies, queries.misses
@@ -112,10 +112,10 @@ def test_a_reader_keeps_its_snapshot_and_band_keys_through_a_reband_drop_old(
             assert [b["id"] for b in store.bandings(connection)] == [old]
             sizes = store.bucket_sizes(connection, old)
         assert sum(size * count for size, count in sizes) == len(news) * 16
-        assert index.stats()["retired_bandings"] == [old]
+        assert index.stats().retired_bandings == (old,)
         assert [b["id"] for b in index.bandings()] == [new]
         index.delete([])  # a later write drops it
-        assert index.stats()["retired_bandings"] == []
+        assert index.stats().retired_bandings == ()
 
 
 def test_a_waiting_writer_says_who_holds_the_lock_and_gives_up_after_lock_timeout(pg_url):
@@ -156,7 +156,7 @@ def test_a_waiting_writer_says_who_holds_the_lock_and_gives_up_after_lock_timeou
         _, stderr = producer.communicate(timeout=60)  # closes stdin: the ingest ends
     assert producer.returncode == 0, stderr
     with Index.open(pg_url) as index:
-        assert index.stats()["documents"] == 1
+        assert index.stats().documents == 1
 
 
 def test_a_writer_waits_at_most_lock_timeout_for_another(db_url, caplog):
@@ -185,7 +185,7 @@ def test_a_writer_waits_at_most_lock_timeout_for_another(db_url, caplog):
             release.set()
             thread.join()
     with Index.open(db_url) as index:
-        assert index.stats()["documents"] == 2
+        assert index.stats().documents == 2
     with pytest.raises(ParameterError, match="lock timeout must be"):
         Index.open(db_url, lock_timeout=-1)
 
@@ -218,7 +218,7 @@ def test_a_first_load_into_sqlite_skips_the_wal_and_holds_the_file_until_it_comm
             thread.join()
         assert not wal.exists() or wal.stat().st_size == 0
         with Index.open(path) as reader:
-            assert reader.stats()["documents"] == 50
+            assert reader.stats().documents == 50
         loader.add(news[50:])
         assert wal.stat().st_size > 0
     with closing(sqlite3.connect(path)) as connection:
@@ -278,7 +278,7 @@ def test_a_new_sqlite_index_has_large_pages_and_one_made_with_small_pages_keeps_
             index.add(news[60:])  # through the WAL
             index.reband(16, 8)
             index.find_pairs()
-            assert index.check() == [] and index.stats()["documents"] == len(news)
+            assert index.check() == [] and index.stats().documents == len(news)
     sizes = {}
     for path in (new, old):
         with closing(sqlite3.connect(path)) as connection:

@@ -261,7 +261,7 @@ def test_pairs_clusters_stats_and_reband_work_without_text(db_url):
         assert pair.exact_jaccard is None and pair.estimated_jaccard == pytest.approx(expected)
         index.cluster(0.8)
         assert {m.external_id for m in index.clusters()} == {"s:a", "s:a2"}
-        assert index.stats()["documents"] == 3 and index.check() == []
+        assert index.stats().documents == 3 and index.check() == []
         index.reband(16, 8)
     with MinHashLSH(num_perm=128, params=(16, 8), **where) as lsh:
         assert set(lsh.query(pool["a"])) == {"a", "a2"}

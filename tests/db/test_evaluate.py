@@ -94,9 +94,9 @@ def test_what_the_report_shows_beside_the_evaluation(db_url, news):
         index.find_pairs(threshold=FLOOR)
         stored = list(index.pairs(FLOOR))
         evaluation = index.evaluate(floor=FLOOR)  # every document: the whole index's pairs
-        assert index.stats()["cluster_sizes"] is None
+        assert index.stats().cluster_sizes is None
         index.cluster()
-        cluster_sizes = index.stats()["cluster_sizes"]
+        cluster_sizes = index.stats().cluster_sizes
         members = [row.cluster for row in index.clusters()]
         weakest = index.weakest_pairs(3)
         texts = index.texts(["n001", "n002", "nosuch"])
@@ -111,7 +111,7 @@ def test_what_the_report_shows_beside_the_evaluation(db_url, news):
     assert evaluation.missed_pairs(1) == missed[:1]
 
     sizes = np.unique(np.unique(members, return_counts=True)[1], return_counts=True)
-    assert cluster_sizes == list(zip(sizes[0].tolist(), sizes[1].tolist()))
+    assert cluster_sizes == tuple(zip(sizes[0].tolist(), sizes[1].tolist()))
     lowest = sorted(stored, key=lambda p: (p.similarity, p.id_a, p.id_b))[:3]
     assert weakest == lowest
     text = {external_id: body for external_id, body, _ in news}

@@ -337,12 +337,12 @@ def test_duplicate_ids_fail_or_skip_and_leave_nothing_half_written(db_url, news)
         index.add(news[:10])
         with pytest.raises(DuplicateIdError, match="'n001' is already indexed"):
             index.add(news[10:20] + news[:1])
-        assert index.stats()["documents"] == 10  # the failed call added nothing
+        assert index.stats().documents == 10  # the failed call added nothing
         with pytest.raises(DuplicateIdError, match="appears twice"):
             index.add([("x", "some text here"), ("x", "other text")])
         result = index.add(news[5:20] + [news[12]], on_duplicate="skip")
         assert result.added == 10 and len(result.skipped_existing) == 6
-        assert index.stats()["documents"] == 20
+        assert index.stats().documents == 20
 
 
 def test_an_id_repeated_in_a_later_batch_of_a_first_load_fails_and_adds_nothing(db_url, news):
@@ -352,7 +352,7 @@ def test_an_id_repeated_in_a_later_batch_of_a_first_load_fails_and_adds_nothing(
     with Index.create(db_url) as index:
         with pytest.raises(DuplicateIdError, match="'n003' (appears twice|is already indexed)"):
             index.add(news[:6] + [("n003", "another text altogether")], batch_size=3)
-        assert index.stats()["documents"] == 0
+        assert index.stats().documents == 0
         assert index.add(news[:6], batch_size=3).added == 6
 
 
@@ -380,7 +380,7 @@ def test_a_first_load_leaves_the_content_hash_index_in_place(db_url, news, defer
     with Index.create(db_url, deferred=True) if deferred else Index.open(db_url) as index:
         index.add(news[:6] + [("copy", news[0][1])], batch_size=3)
         assert content_hash_indexed()
-        assert index.stats()["exact_duplicate_groups"] == 1
+        assert index.stats().exact_duplicate_groups == 1
 
 
 def test_empty_documents_are_skipped_and_listed_or_fail(db_url):

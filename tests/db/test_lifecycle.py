@@ -77,7 +77,7 @@ def test_a_deferred_index_is_created_with_its_first_documents(db_url, news):
     with index:
         assert created and index.add(news[:5]).added == 5
     with Index.open(db_url) as index:
-        assert index.threshold == 0.7 and index.stats()["documents"] == 5
+        assert index.threshold == 0.7 and index.stats().documents == 5
         assert index.check() == []
 
 
@@ -101,7 +101,7 @@ def test_ingest_completes_a_half_created_index(db_url, news):
         assert created and index.completed_half_created
         index.add(news[:3])
     with Index.open(db_url) as index:
-        assert index.stats()["documents"] == 3
+        assert index.stats().documents == 3
 
 
 def test_db_upgrade_of_an_empty_database_creates_nothing(db_url):
@@ -225,7 +225,7 @@ def test_sqlite_drops_a_bandings_keys_a_band_at_a_time_and_finishes_a_stopped_dr
     url = f"sqlite:///{tmp_path / 'drop.db'}"
     with Index.create(url) as index:
         index.add(news)
-        documents = index.stats()["documents"]
+        documents = index.stats().documents
         spare = index.reband(42, 3, activate=False)
         assert _keys_of(url, spare) == 42 * documents
         commits = []
@@ -243,7 +243,7 @@ def test_sqlite_drops_a_bandings_keys_a_band_at_a_time_and_finishes_a_stopped_dr
         monkeypatch.setattr(SQLiteStore, "retired_bandings", looked)
         assert _keys_of(url, spare) == 37 * documents
         assert [b["id"] for b in index.bandings()] == [1]
-        assert index.stats()["retired_bandings"] == [spare]
+        assert index.stats().retired_bandings == (spare,)
         assert index.check() == []
         assert index.query_id("n003", threshold=0.5)
         newer = index.reband(20, 5, activate=False)  # not the retired banding's id
@@ -252,7 +252,7 @@ def test_sqlite_drops_a_bandings_keys_a_band_at_a_time_and_finishes_a_stopped_dr
         index.drop_banding(spare)  # finishes the stopped drop
         assert len(commits) == 1 + 37 + 1  # the drop's, a band's each, the last look's
         assert _keys_of(url, spare) == 0 and _keys_of(url, newer) == 20 * documents
-        assert index.stats()["retired_bandings"] == []
+        assert index.stats().retired_bandings == ()
         assert [b["id"] for b in index.bandings()] == [1, newer]
 
 
@@ -266,7 +266,7 @@ def test_a_sqlite_drop_holds_the_write_lock_for_each_band_and_leaves_the_rest_wh
     url = f"sqlite:///{path}"
     with Index.create(url) as index:
         index.add(news)
-        documents = index.stats()["documents"]
+        documents = index.stats().documents
         spare = index.reband(42, 3, activate=False)
         looks, locked = [], []
         look = SQLiteStore.retired_bandings
@@ -297,9 +297,9 @@ def test_a_sqlite_drop_holds_the_write_lock_for_each_band_and_leaves_the_rest_wh
         assert locked == ["database is locked"]
         assert "retired bandings stay, to be deleted later: gave up" in caplog.text
         assert _keys_of(url, spare) == 39 * documents
-        assert index.stats()["retired_bandings"] == [spare]
+        assert index.stats().retired_bandings == (spare,)
         index.drop_banding(spare)
-        assert _keys_of(url, spare) == 0 and index.stats()["retired_bandings"] == []
+        assert _keys_of(url, spare) == 0 and index.stats().retired_bandings == ()
 
 
 def test_point_queries_read_at_most_max_bucket_size_members_of_a_bucket(db_url):
@@ -343,7 +343,7 @@ def test_kill_9_during_a_first_init_or_ingest_leaves_nothing_or_everything(
         if _tables(db_url):
             with Index.open(db_url) as index:  # not half-created: it opens
                 assert index.check() == [], f"attempt {attempt}"
-                assert index.stats()["documents"] == (0 if first == "init" else 4000)
+                assert index.stats().documents == (0 if first == "init" else 4000)
         else:
             assert not finished, f"attempt {attempt}: exit 0 but no index"
             Index.create(db_url, threshold=0.9).close()  # the user's next step works

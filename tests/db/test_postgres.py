@@ -118,7 +118,7 @@ def test_a_bulk_load_that_fails_leaves_no_table_behind(pg_url, news):
         # error comes from the signing thread and the whole call rolls back.
         with pytest.raises(InputError, match="bad"):
             index.add([*news[:50], ("bad", None), *news[50:]], batch_size=10)
-        assert index.stats()["documents"] == 0
+        assert index.stats().documents == 0
     assert _sql(pg_url, "SELECT to_regclass('band_keys_1') IS NULL") == [(True,)]
 
 

@@ -157,7 +157,7 @@ def test_writers_between_the_parts_are_caught_up_with(tmp_path, news, monkeypatc
         parts = _between_parts(monkeypatch, other_writers)
         built = index.reband(10, 12)
         assert len(parts) >= 5
-        assert index.stats()["documents"] == 70 - 2 + 29
+        assert index.stats().documents == 70 - 2 + 29
         assert _keys(url, built) == _expected_keys(index, 10, 12)
         assert index.check() == []
 

@@ -40,7 +40,7 @@ def _simindex(*args: str) -> subprocess.Popen:
 
 def _count(url: str) -> int:
     with Index.open(url) as index:
-        return index.stats()["documents"]
+        return index.stats().documents
 
 
 def test_check_finds_damage(db_url, news):
@@ -153,11 +153,11 @@ def test_kill_9_during_ingest_leaves_a_consistent_index_and_a_rerun_completes(db
         process.wait()
         with Index.open(db_url) as index:
             assert index.check() == [], f"attempt {attempt}"
-            assert index.stats()["documents"] in (0, 15_000)  # all or nothing
+            assert index.stats().documents in (0, 15_000)  # all or nothing
     done = _simindex("ingest", str(corpus), "--db", db_url, "--on-duplicate", "skip")
     assert done.wait() == 0, done.stderr.read()
     with Index.open(db_url) as index:
-        assert index.check() == [] and index.stats()["documents"] == 15_000
+        assert index.check() == [] and index.stats().documents == 15_000
 
 
 def test_concurrent_writers_lose_nothing_and_double_nothing(db_url, tmp_path):
@@ -176,7 +176,7 @@ def test_concurrent_writers_lose_nothing_and_double_nothing(db_url, tmp_path):
         assert process.wait() == 0, process.stderr.read()
     with Index.open(db_url) as index:
         assert index.check() == []
-        assert index.stats()["documents"] == 6000  # d0..d4999 and d6000..d6999, each once
+        assert index.stats().documents == 6000  # d0..d4999 and d6000..d6999, each once
 
 
 def test_a_dropped_connection_mid_ingest_is_one_clear_error_and_writes_nothing(pg_url, tmp_path):
@@ -234,7 +234,7 @@ def test_a_document_over_the_size_limit_is_refused_and_nothing_is_added(db_url):
             InputError, match="'big' has 101 characters, more than the limit of 100"
         ):
             index.add([("ok", "fine"), ("big", "z" * 101)], max_chars=100)
-        assert index.stats()["documents"] == 0
+        assert index.stats().documents == 0
 
 
 def test_a_full_temporary_directory_is_one_clear_error_and_the_pairs_are_kept(
@@ -284,4 +284,4 @@ def test_a_full_disk_is_one_clear_error_and_the_index_is_unchanged(tmp_path, new
         with pytest.raises(DatabaseError, match="database or disk is full"):
             index.add(news[10:])
     with Index.open(url) as index:
-        assert index.stats()["documents"] == 10 and index.check() == []
+        assert index.stats().documents == 10 and index.check() == []

@@ -51,7 +51,7 @@ def test_replace_keeps_the_last_copy_within_a_call_and_across_batches(db_url, ne
             on_duplicate="replace",
         )
         assert (result.added, result.replaced) == (3, ["a", "a"])
-        assert index.stats()["documents"] == 2 and index.check() == []
+        assert index.stats().documents == 2 and index.check() == []
         assert [m.external_id for m in index.query(third)] == ["a"]
         assert [m.external_id for m in index.query(first)] == []
         assert [m.external_id for m in index.query(second)] == ["b"]

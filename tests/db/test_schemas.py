@@ -102,7 +102,7 @@ def test_the_indexes_of_one_database_have_their_own_writer_lock(pg_url):
         finally:
             release.set()
             thread.join()
-        assert news.stats()["documents"] == jobs.stats()["documents"] == 1
+        assert news.stats().documents == jobs.stats().documents == 1
 
 
 def run(*args: str, env: dict[str, str] | None = None):

@@ -23,7 +23,7 @@ def test_an_index_signs_everything_with_its_recorded_scheme(db_url, news, scheme
     with Index.create(db_url, spec) as index:
         index.add(news[:30])
     with Index.open(db_url) as index:
-        assert index.spec == spec and index.stats()["spec"]["scheme"] == scheme
+        assert index.spec == spec and index.stats().spec["scheme"] == scheme
         with index._store.read() as connection:
             ids, stored = next(index._store.signature_chunks(connection, spec.num_perm, 100))
         assert len(ids) == 30

@@ -35,7 +35,7 @@ def test_what_a_database_cannot_hold_is_refused_alike_and_nothing_is_added(
     with Index.create(db_url) as index:
         with pytest.raises(InputError, match=re.escape(message)):
             index.add([("ok", "a fine text"), document])
-        assert index.stats()["documents"] == 0
+        assert index.stats().documents == 0
 
 
 def test_the_longest_ids_and_int_ids_are_stored_on_both_backends(db_url):
