@@ -116,6 +116,10 @@ def test_spark_ingest_builds_and_extends_the_index_a_local_ingest_builds(spark, 
             index.add(extra)
             assert index.find_pairs().incremental
         assert list(built.pairs()) == list(local.pairs())
+        # Each load is a run of the audit trail, with the documents it indexed.
+        loads = [r for r in reversed(built.runs()) if r.parameters.get("executor") == "spark"]
+        assert [(r.command, r.counts["added"]) for r in loads] == [("ingest", 160), ("ingest", 50)]
+        assert [(r.first_document, r.last_document) for r in loads] == [(1, 160), (161, 210)]
     assert snapshot(pg_url, "spark") == snapshot(pg_url, "local")
     assert staging_tables(pg_url) == []
 
