@@ -286,34 +286,20 @@ def sign(
     """Validate, normalize, shingle, MinHash and band a batch: no database work, so it
     runs ahead in a worker thread (see chunking.ahead). Only ``verify`` needs the sorted
     shingle sets; signing without them is faster (see minhash.sign)."""
-    import pyarrow as pa
-
-    from simindex.pipeline import stages
+    from simindex.pipeline.signing import sign_texts
 
     external_ids, texts, metadata = _unpack_documents(documents, max_chars)
-    arrow = pa.RecordBatch.from_pydict(
-        {
-            "id": pa.array(external_ids, pa.large_string()),
-            "text": pa.array(texts, pa.large_string()),
-        }
-    )
-    signed = stages.sign(
-        arrow,
-        ctx.spec,
-        {b["id"]: (b["bands"], b["rows"]) for b in bandings},
-        max_chars=max_chars,
-        shingles=verify,
-    )
-    sigs, counts = stages.signed_arrays(signed)
+    shapes = {b["id"]: (b["bands"], b["rows"]) for b in bandings}
+    signed = sign_texts(texts, ctx.spec, shapes, shingles=verify)
     return _Batch(
         external_ids=external_ids,
         texts=texts,
         metadata=metadata,
-        content_hashes=signed.column("content_hash").to_pylist(),
-        counts=counts,
-        sets=stages.shingle_sets_of(signed) if verify else None,
-        signatures=sigs,
-        keys={b["id"]: stages.band_keys_array(signed, b["id"]) for b in bandings},
+        content_hashes=signed.content_hashes,
+        counts=signed.counts,
+        sets=signed.sets,
+        signatures=signed.signatures,
+        keys=signed.keys,
     )
 
 

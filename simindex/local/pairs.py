@@ -363,8 +363,7 @@ def compare_chunk(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
     """The pairs (a[i], b[i]) with similarity >= threshold: (doc_a, doc_b, estimated,
     exact), by verify.verified: what stages.verify computes, without Arrow, whose
-    libraries stay resident once loaded (tests/cli/test_cli_startup.py,
-    test_dedup_unmaps_pyarrow_before_it_finds_pairs); no database work."""
+    libraries would stay loaded for the rest of the command; no database work."""
     from simindex.pipeline.shingle import normalize_utf8
     from simindex.pipeline.verify import verified
 

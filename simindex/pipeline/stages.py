@@ -1,13 +1,14 @@
-"""The pipeline's pure stages as functions over Arrow record batches: one implementation that
-every executor calls (:class:`simindex.Index` in this process, a distributed job on its
-workers), so their outputs are equal by construction.
+"""The pipeline's pure stages as functions over Arrow record batches, for an executor that
+passes record batches about (a distributed job on its workers). :class:`simindex.Index` calls
+the NumPy functions they wrap (signing, candidates, verify) on the arrays it holds, without
+loading pyarrow: one implementation, so their outputs are equal by construction.
 
 * :func:`sign` validates, normalizes, shingles, signs and bands a batch of documents;
 * :func:`bucket_pairs` makes the candidate pairs of a batch of LSH buckets;
 * :func:`verify` compares a chunk of candidate pairs, exactly when the texts are given.
 
-Each wraps the modules that implement its steps (readers, shingle, minhash, banding,
-candidates, verify) and adds no arithmetic of its own. No stage reads or writes a database.
+Each wraps the modules that implement its steps (readers, signing, candidates,
+verify) and adds no arithmetic of its own. No stage reads or writes a database.
 """
 
 from __future__ import annotations
@@ -20,18 +21,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from simindex.errors import InputError
-from simindex.pipeline import banding, candidates
+from simindex.pipeline import candidates
 from simindex.pipeline.chunking import spans
 from simindex.pipeline.documents import DEFAULT_MAX_CHARS, MAX_ID_BYTES, document_problem
-from simindex.pipeline.minhash import sign as sign_normalized
-from simindex.pipeline.minhash import signatures as signatures_of_sets
-from simindex.pipeline.shingle import NormalizedBatch, ShingleSets, normalize_utf8, shingle_sets
+from simindex.pipeline.shingle import NormalizedBatch, ShingleSets, normalize_utf8
+from simindex.pipeline.signing import SIGN_TEXT_BYTES, sign_normalized
 from simindex.pipeline.verify import verified
 from simindex.spec import SignatureSpec
 
-# Bytes of text signed at a time: normalizing holds about ten bytes per byte of text (its
-# UTF-8 and UTF-32 forms, twice), so a batch of any size signs in bounded memory.
-SIGN_TEXT_BYTES = 2**19
 # What :func:`verify` returns.
 VERIFIED = pa.schema(
     [
@@ -109,24 +106,17 @@ def _sign_part(
     all_valid = problems.null_count == len(problems)
     if not all_valid:
         texts = texts.filter(valid)
-    normalized = _normalize(texts)
-    if shingles:
-        sets = shingle_sets(normalized, spec)
-        sigs, counts = signatures_of_sets(sets, spec), sets.counts
-    else:
-        sets = None
-        sigs, counts = sign_normalized(normalized, spec)
-    signed = counts > 0
+    signed = sign_normalized(_normalize(texts), spec, bandings, shingles)
+    present = signed.counts > 0
     columns = {
-        "content_hash": pa.array(normalized.content_hashes(), pa.int64()),
-        "shingle_count": pa.array(counts, pa.int64()),
-        "signature": _fixed_size_list(sigs, signed),
+        "content_hash": pa.array(signed.content_hashes, pa.int64()),
+        "shingle_count": pa.array(signed.counts, pa.int64()),
+        "signature": _fixed_size_list(signed.signatures, present),
     }
-    for banding_id, (bands, rows) in bandings.items():
-        keys = banding.band_keys(sigs, bands, rows)
-        columns[band_keys_column(banding_id)] = _fixed_size_list(keys, signed)
-    if sets is not None:
-        columns["shingles"] = pa.LargeListArray.from_arrays(sets.offsets, sets.hashes)
+    for banding_id, keys in signed.keys.items():
+        columns[band_keys_column(banding_id)] = _fixed_size_list(keys, present)
+    if signed.sets is not None:
+        columns["shingles"] = pa.LargeListArray.from_arrays(signed.sets.offsets, signed.sets.hashes)
     if not all_valid:  # back to the input's rows, nulls where a document was invalid
         positions = np.full(len(ids), -1, np.int64)
         positions[valid.to_numpy(zero_copy_only=False)] = np.arange(len(texts))

@@ -17,7 +17,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from simindex.errors import InputError
-from simindex.pipeline import stages
+from simindex.pipeline import signing, stages
 from simindex.pipeline.banding import band_keys
 from simindex.pipeline.candidates import bucket_pairs, unique_pairs
 from simindex.pipeline.documents import MAX_ID_BYTES, document_problem
@@ -158,6 +158,39 @@ def test_sign_stage_on_a_slice_equals_the_library(batch, num_perm, scheme):
     )
     signed = stages.sign(whole.slice(1, len(batch)), spec, {0: (1, 1)})
     assert_signed_like_library(batch, signed, spec, {0: (1, 1)})
+
+
+@PROPERTY_SETTINGS
+@given(
+    batch=st.lists(valid_texts, max_size=8),
+    part_bytes=st.integers(min_value=1, max_value=12),
+    with_shingles=st.booleans(),
+)
+def test_signing_texts_in_any_parts_equals_the_sign_stage(batch, part_bytes, with_shingles):
+    """What Index signs (signing.sign_texts, from Python strings, SIGN_TEXT_BYTES characters
+    at a time) is byte for byte what the stage signs, whatever the size of the parts."""
+    spec = SignatureSpec(num_perm=32)
+    documents = pa.RecordBatch.from_pydict(
+        {"id": [str(i) for i in range(len(batch))], "text": batch},
+        schema=pa.schema([("id", pa.string()), ("text", pa.string())]),
+    )
+    stage = stages.sign(documents, spec, BANDINGS, shingles=with_shingles)
+    with mock.patch.object(signing, "SIGN_TEXT_BYTES", part_bytes):
+        signed = signing.sign_texts(batch, spec, BANDINGS, shingles=with_shingles)
+    assert signed.content_hashes == stage.column("content_hash").to_pylist()
+    sigs, counts = stages.signed_arrays(stage)
+    assert np.array_equal(signed.counts, counts) and signed.counts.dtype == np.int64
+    assert signed.signatures.tobytes() == sigs.tobytes()
+    for banding_id in BANDINGS:
+        assert (
+            signed.keys[banding_id].tobytes() == stages.band_keys_array(stage, banding_id).tobytes()
+        )
+    if with_shingles:
+        sets = stages.shingle_sets_of(stage)
+        assert np.array_equal(signed.sets.offsets, sets.offsets)
+        assert signed.sets.hashes.tobytes() == sets.hashes.tobytes()
+    else:
+        assert signed.sets is None
 
 
 # Ids and texts near every rule of readers.document_problem.
