@@ -22,6 +22,7 @@ import glob
 import gzip
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -489,8 +490,12 @@ def _jsonl(
 
 
 def record_id(record: dict[str, Any], id_field: str) -> str:
-    """The external id of a record as indexed (numbers become their decimal text)."""
+    """The external id of a record as indexed (numbers become their decimal text). NaN and
+    the infinities (JSON lines may hold them) stay numbers, refused as ids: as text they
+    would name no record, and 1e400 and Infinity would both be 'inf'."""
     value = record.get(id_field)
+    if isinstance(value, float) and not math.isfinite(value):
+        return value  # type: ignore[return-value]
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 

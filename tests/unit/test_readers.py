@@ -176,6 +176,15 @@ def test_a_json_line_writes_nan_and_it_is_refused_with_its_line(tmp_path):
         list(read_documents(str(path)))
 
 
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_an_id_that_is_not_a_finite_number_is_refused_with_its_line(tmp_path, number):
+    path = tmp_path / "a.jsonl"
+    path.write_text(f'{{"id": 7, "text": "seven"}}\n{{"id": {number}, "text": "t"}}\n')
+    with pytest.raises(InputError, match=f"{path}:2: a document id must be .*, got"):
+        list(read_documents(str(path)))
+    assert [d[0] for d in read_documents(str(path), on_error=lambda e: None)] == ["7"]
+
+
 def test_output_format_follows_the_name_unless_given_and_a_conflict_is_an_error():
     assert output_format("p.parquet", None, "csv") == "parquet"
     assert output_format("p.jsonl.gz", None, "csv") == "jsonl"
