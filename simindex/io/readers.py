@@ -435,7 +435,8 @@ class _Zstd(io.RawIOBase):
 def _parquet(path: str, raw: io.BufferedIOBase) -> Iterator[tuple[int, dict[str, Any]]]:
     """Rows of a Parquet file, a batch at a time (standard input is read whole: Parquet
     keeps its index at the end)."""
-    import pyarrow.parquet as pq  # here, not at the top: the CLI starts without it
+    import pyarrow as pa  # here, not at the top: the CLI starts without it
+    import pyarrow.parquet as pq
 
     source = io.BytesIO(raw.read()) if path == "-" else raw
     try:
@@ -445,7 +446,7 @@ def _parquet(path: str, raw: io.BufferedIOBase) -> Iterator[tuple[int, dict[str,
             for record in batch.to_pylist():
                 number += 1
                 yield number, {k: _jsonable(v) for k, v in record.items()}
-    except OSError as exc:  # pyarrow.ArrowInvalid and friends are OSError subclasses
+    except (OSError, pa.ArrowException) as exc:  # a damaged file: ArrowInvalid, ArrowIOError
         raise InputError(f"{path}: is not a readable Parquet file ({exc})") from None
 
 

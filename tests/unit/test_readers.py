@@ -104,6 +104,17 @@ def test_parquet_columns_pick_id_and_text_and_the_rest_is_metadata(tmp_path):
         list(read_documents(str(path), id_field="url"))
 
 
+@pytest.mark.parametrize("damage", ["truncated", "not parquet"])
+def test_a_damaged_parquet_file_is_one_error_naming_it(tmp_path, damage):
+    path = tmp_path / "a.parquet"
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["one text", "another"]}), buffer)
+    whole = buffer.getvalue()
+    path.write_bytes(whole[: len(whole) // 2] if damage == "truncated" else b'{"id": 1}\n' * 20)
+    with pytest.raises(InputError, match=f"{path}: is not a readable Parquet file"):
+        list(read_documents(str(path)))
+
+
 def test_parquet_on_standard_input_is_recognised(tmp_path, monkeypatch):
     buffer = io.BytesIO()
     pq.write_table(pa.table({"id": ["a"], "text": ["first text"]}), buffer)
