@@ -311,7 +311,7 @@ def _lines(
         # later line.
         return decoded_lines(span_lines(raw, span[0], span[1]), codec, errors)
     if ascii_compatible(codec):
-        return decoded_lines(byte_lines(raw, drop_bom=codec == "utf-8"), codec, errors)
+        return decoded_lines(byte_lines(path, raw, drop_bom=codec == "utf-8"), codec, errors)
     return stream_lines(path, raw, codec, encoding, errors)
 
 

@@ -77,6 +77,18 @@ def test_encoding_mistakes_are_one_error(tmp_path, encoding, message):
     assert list(read_documents(str(path), encoding="utf-16-le")) == DOCUMENTS
 
 
+@pytest.mark.parametrize(("encoding", "name"), [("utf-16", "utf-16"), ("utf-32", "utf-32")])
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".tsv"])
+def test_a_utf16_or_utf32_file_read_as_utf8_names_its_encoding(tmp_path, encoding, name, suffix):
+    path = tmp_path / f"a{suffix}"
+    text = {".jsonl": '{"id": "a", "text": "café"}\n', ".csv": "id,text\na,café\n"}
+    path.write_text(text.get(suffix, "a\tcafé\n"), encoding=encoding)  # with its byte-order mark
+    message = f"{path}: starts with a {name} byte-order mark; pass --encoding {name}"
+    with pytest.raises(InputError, match=message):
+        list(read_documents(str(path), on_error=lambda e: None))  # not one skippable record
+    assert [d[:2] for d in read_documents(str(path), encoding=encoding)] == [("a", "café")]
+
+
 def test_a_csv_with_a_byte_order_mark_reads_its_first_column(tmp_path):
     path = tmp_path / "sheet.csv"
     path.write_bytes(b"\xef\xbb\xbfid,text\r\na,first text\r\n")
