@@ -105,8 +105,9 @@ def name_suffix(path: str) -> str | None:
 
 
 class InputFiles(NamedTuple):
-    """What :func:`scan_inputs` found: the ``files`` to read, in order, and the files of
-    the named directories that were ``skipped``: not named as a shard (hidden files aside)."""
+    """What :func:`scan_inputs` found: the ``files`` to read, in order, and the entries of
+    the named directories that were ``skipped``: files not named as a shard and
+    subdirectories (ending in /; hidden entries aside)."""
 
     files: list[str]
     skipped: list[str]
@@ -115,11 +116,16 @@ class InputFiles(NamedTuple):
         """One line for the user about the skipped files, or None when none was."""
         if not self.skipped:
             return None
-        names = shorten(", ".join(Path(p).name for p in self.skipped))
+        names = shorten(", ".join(map(_entry_name, self.skipped)))
         return (
             f"skipped {len(self.skipped):,} file(s) of the directories not named {_SHARD_NAMES}: "
             f"{names}; name a file to read it"
         )
+
+
+def _entry_name(path: str) -> str:
+    """A skipped entry of a directory as a listing shows it: a subdirectory ends in /."""
+    return Path(path).name + ("/" if path.endswith("/") else "")
 
 
 def expand_inputs(paths: Iterable[str]) -> list[str]:
@@ -129,8 +135,8 @@ def expand_inputs(paths: Iterable[str]) -> list[str]:
 
 def scan_inputs(paths: Iterable[str]) -> InputFiles:
     """The files the user named: a directory stands for its files named .jsonl, .ndjson,
-    .csv, .tsv or .parquet (compressed or not; sorted), its other files (hidden ones aside)
-    are listed as skipped; a glob (``crawl/*.parquet``) stands for its matches (sorted); "-"
+    .csv, .tsv or .parquet (compressed or not; sorted), its other files and its
+    subdirectories (hidden ones aside) are listed as skipped; a glob (``crawl/*.parquet``) stands for its matches (sorted); "-"
     is stdin. InputError for a directory with no such file or a glob with no match."""
     files: list[str] = []
     skipped: list[str] = []
@@ -138,13 +144,14 @@ def scan_inputs(paths: Iterable[str]) -> InputFiles:
         if path == "-" or Path(path).is_file():
             files.append(path)
         elif Path(path).is_dir():
-            listed = sorted(
-                str(p) for p in Path(path).iterdir() if p.is_file() and not p.name.startswith(".")
-            )
-            shards = [p for p in listed if name_suffix(p) in _SHARD_SUFFIXES]
-            others = [p for p in listed if name_suffix(p) not in _SHARD_SUFFIXES]
+            listed = sorted(p for p in Path(path).iterdir() if not p.name.startswith("."))
+            shards = [
+                str(p) for p in listed if p.is_file() and name_suffix(str(p)) in _SHARD_SUFFIXES
+            ]
+            # A directory stands for its own files: its subdirectories are named, not read.
+            others = [str(p) + ("/" if p.is_dir() else "") for p in listed if str(p) not in shards]
             if not shards:
-                held = shorten(", ".join(Path(p).name for p in others))
+                held = shorten(", ".join(map(_entry_name, others)))
                 raise InputError(
                     f"{path}: the directory holds no file named {_SHARD_NAMES}"
                     + (f", only {held}; name the files to read them" if others else "")
