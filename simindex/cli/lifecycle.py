@@ -148,7 +148,11 @@ def activate(
 
     with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         index.activate(banding_id)
-    err.print(f"Banding {banding_id} is now active")
+        paired = next(b for b in index.bandings() if b["id"] == banding_id)["pairs_threshold"]
+    # A banding built without activation has no pairs: until they are found, the views
+    # (similar_pairs, neighbors, cluster_sizes) and export answer with nothing.
+    unpaired = "; it has no pairs yet: run `simindex pairs` (and `simindex clusters`)"
+    err.print(f"Banding {banding_id} is now active" + (unpaired if paired is None else ""))
 
 
 @command(app, "drop-banding", interrupted=DROPS_AFTER_COMMIT)

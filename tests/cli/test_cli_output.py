@@ -137,6 +137,20 @@ def test_reband_to_a_threshold_makes_it_the_indexs_and_a_plain_pairs_keeps_its_p
     assert _exported_similarities(db_url) == at_05
 
 
+def test_activating_a_banding_without_pairs_says_how_to_find_them(db_url):
+    run("ingest", str(NEWS), "--db", db_url)
+    run("pairs", "--db", db_url)
+    run("reband", "--db", db_url, "--bands", "32", "--rows", "4", "--no-activate")
+    said = run("activate", "2", "--db", db_url).stderr.strip()
+    assert said == (
+        "Banding 2 is now active; it has no pairs yet: run `simindex pairs` (and `simindex "
+        "clusters`)"
+    )
+    run("pairs", "--db", db_url)
+    run("reband", "--db", db_url, "--bands", "20", "--rows", "5")  # active, with its pairs
+    assert run("activate", "2", "--db", db_url).stderr.strip() == "Banding 2 is now active"
+
+
 def _exported_similarities(db_url: str) -> dict[tuple[str, str], float]:
     rows = csv.DictReader(io.StringIO(run("export", "--db", db_url).stdout))
     return {(r["id_a"], r["id_b"]): float(r["similarity"]) for r in rows}
