@@ -193,12 +193,13 @@ def query(
 def show(
     doc_id: Annotated[str, typer.Argument(metavar="ID", help="The document's external id.")],
     db: Db = None,
+    schema: Schema = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON instead of text.")] = False,
 ) -> None:
     """Print one indexed document: its text and metadata."""
     from simindex.index import Index
 
-    with Index.open(db) as index:
+    with Index.open(db, schema=schema) as index:
         found = index.documents([doc_id])
     if doc_id not in found:
         raise InputError(f"no document with id {doc_id!r} is indexed")

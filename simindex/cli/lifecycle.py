@@ -111,7 +111,6 @@ def reband(
 ) -> None:
     """Build a new banding from the stored signatures (no text is re-read)."""
     from simindex.index import Index
-    from simindex.pipeline import banding as lsh
 
     if threshold is not None and (bands is not None or rows is not None):
         raise ParameterError("give --threshold or --bands and --rows, not both")
@@ -123,11 +122,13 @@ def reband(
                 f"Drop the other bandings, their band keys and pairs, from {shown(index.url)}?"
             )
             confirm(yes, "--drop-old deletes the other bandings for good", lambda: question)
-        if threshold is not None:
-            chosen = lsh.tune_threshold(index.spec.num_perm, threshold).chosen
-            bands, rows = chosen.bands, chosen.rows
         started = time.perf_counter()
-        banding_id = index.reband(bands, rows, activate=activate, drop_old=drop_old)  # type: ignore[arg-type]
+        # The threshold goes to the library, which tunes for it and makes it the index's.
+        banding_id = index.reband(
+            bands, rows, threshold=threshold, activate=activate, drop_old=drop_old
+        )
+        built = next(b for b in index.bandings() if b["id"] == banding_id)
+        bands, rows = built["bands"], built["rows"]
     then = "it is now active" if activate else f"`simindex activate {banding_id}` activates it"
     err.print(
         f"Built banding {banding_id} ({bands} bands x {rows} rows) in "
@@ -147,7 +148,11 @@ def activate(
 
     with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         index.activate(banding_id)
-    err.print(f"Banding {banding_id} is now active")
+        paired = next(b for b in index.bandings() if b["id"] == banding_id)["pairs_threshold"]
+    # A banding built without activation has no pairs: until they are found, the views
+    # (similar_pairs, neighbors, cluster_sizes) and export answer with nothing.
+    unpaired = "; it has no pairs yet: run `simindex pairs` (and `simindex clusters`)"
+    err.print(f"Banding {banding_id} is now active" + (unpaired if paired is None else ""))
 
 
 @command(app, "drop-banding", interrupted=DROPS_AFTER_COMMIT)

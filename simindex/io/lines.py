@@ -89,11 +89,28 @@ def ascii_compatible(codec: str) -> bool:
         return False
 
 
-def byte_lines(raw: io.BufferedIOBase, drop_bom: bool) -> Iterator[bytes]:
+# Byte-order marks of the encodings no ASCII-compatible codec reads; UTF-32's first, as
+# UTF-32-LE's starts with UTF-16-LE's.
+_WIDE_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def byte_lines(path: str, raw: io.BufferedIOBase, drop_bom: bool) -> Iterator[bytes]:
     """The lines of a binary stream, read a block at a time; with ``drop_bom``, without a
-    UTF-8 byte-order mark that starts the stream (spreadsheets write one)."""
-    head = raw.read(len(codecs.BOM_UTF8))
-    parts = [] if drop_bom and head == codecs.BOM_UTF8 else [head]
+    UTF-8 byte-order mark that starts the stream (spreadsheets write one). A stream that
+    starts with a UTF-16 or UTF-32 byte-order mark is an InputError naming that encoding:
+    read as an ASCII-compatible one, every record of it would be undecodable."""
+    head = raw.read(4)
+    wide = next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+    if wide:
+        raise InputError(f"{path}: starts with a {wide} byte-order mark; pass --encoding {wide}")
+    parts = (
+        [head[len(codecs.BOM_UTF8) :]] if drop_bom and head.startswith(codecs.BOM_UTF8) else [head]
+    )
     while chunk := raw.read1(_BLOCK):
         parts.append(chunk)
         if b"\n" in chunk or b"\r" in chunk:

@@ -22,6 +22,7 @@ import glob
 import gzip
 import io
 import json
+import math
 import os
 import re
 import shutil
@@ -104,8 +105,9 @@ def name_suffix(path: str) -> str | None:
 
 
 class InputFiles(NamedTuple):
-    """What :func:`scan_inputs` found: the ``files`` to read, in order, and the files of
-    the named directories that were ``skipped``: not named as a shard (hidden files aside)."""
+    """What :func:`scan_inputs` found: the ``files`` to read, in order, and the entries of
+    the named directories that were ``skipped``: files not named as a shard and
+    subdirectories (ending in /; hidden entries aside)."""
 
     files: list[str]
     skipped: list[str]
@@ -114,11 +116,16 @@ class InputFiles(NamedTuple):
         """One line for the user about the skipped files, or None when none was."""
         if not self.skipped:
             return None
-        names = shorten(", ".join(Path(p).name for p in self.skipped))
+        names = shorten(", ".join(map(_entry_name, self.skipped)))
         return (
             f"skipped {len(self.skipped):,} file(s) of the directories not named {_SHARD_NAMES}: "
             f"{names}; name a file to read it"
         )
+
+
+def _entry_name(path: str) -> str:
+    """A skipped entry of a directory as a listing shows it: a subdirectory ends in /."""
+    return Path(path).name + ("/" if path.endswith("/") else "")
 
 
 def expand_inputs(paths: Iterable[str]) -> list[str]:
@@ -128,8 +135,8 @@ def expand_inputs(paths: Iterable[str]) -> list[str]:
 
 def scan_inputs(paths: Iterable[str]) -> InputFiles:
     """The files the user named: a directory stands for its files named .jsonl, .ndjson,
-    .csv, .tsv or .parquet (compressed or not; sorted), its other files (hidden ones aside)
-    are listed as skipped; a glob (``crawl/*.parquet``) stands for its matches (sorted); "-"
+    .csv, .tsv or .parquet (compressed or not; sorted), its other files and its
+    subdirectories (hidden ones aside) are listed as skipped; a glob (``crawl/*.parquet``) stands for its matches (sorted); "-"
     is stdin. InputError for a directory with no such file or a glob with no match."""
     files: list[str] = []
     skipped: list[str] = []
@@ -137,13 +144,14 @@ def scan_inputs(paths: Iterable[str]) -> InputFiles:
         if path == "-" or Path(path).is_file():
             files.append(path)
         elif Path(path).is_dir():
-            listed = sorted(
-                str(p) for p in Path(path).iterdir() if p.is_file() and not p.name.startswith(".")
-            )
-            shards = [p for p in listed if name_suffix(p) in _SHARD_SUFFIXES]
-            others = [p for p in listed if name_suffix(p) not in _SHARD_SUFFIXES]
+            listed = sorted(p for p in Path(path).iterdir() if not p.name.startswith("."))
+            shards = [
+                str(p) for p in listed if p.is_file() and name_suffix(str(p)) in _SHARD_SUFFIXES
+            ]
+            # A directory stands for its own files: its subdirectories are named, not read.
+            others = [str(p) + ("/" if p.is_dir() else "") for p in listed if str(p) not in shards]
             if not shards:
-                held = shorten(", ".join(Path(p).name for p in others))
+                held = shorten(", ".join(map(_entry_name, others)))
                 raise InputError(
                     f"{path}: the directory holds no file named {_SHARD_NAMES}"
                     + (f", only {held}; name the files to read them" if others else "")
@@ -310,7 +318,7 @@ def _lines(
         # later line.
         return decoded_lines(span_lines(raw, span[0], span[1]), codec, errors)
     if ascii_compatible(codec):
-        return decoded_lines(byte_lines(raw, drop_bom=codec == "utf-8"), codec, errors)
+        return decoded_lines(byte_lines(path, raw, drop_bom=codec == "utf-8"), codec, errors)
     return stream_lines(path, raw, codec, encoding, errors)
 
 
@@ -434,7 +442,8 @@ class _Zstd(io.RawIOBase):
 def _parquet(path: str, raw: io.BufferedIOBase) -> Iterator[tuple[int, dict[str, Any]]]:
     """Rows of a Parquet file, a batch at a time (standard input is read whole: Parquet
     keeps its index at the end)."""
-    import pyarrow.parquet as pq  # here, not at the top: the CLI starts without it
+    import pyarrow as pa  # here, not at the top: the CLI starts without it
+    import pyarrow.parquet as pq
 
     source = io.BytesIO(raw.read()) if path == "-" else raw
     try:
@@ -444,7 +453,7 @@ def _parquet(path: str, raw: io.BufferedIOBase) -> Iterator[tuple[int, dict[str,
             for record in batch.to_pylist():
                 number += 1
                 yield number, {k: _jsonable(v) for k, v in record.items()}
-    except OSError as exc:  # pyarrow.ArrowInvalid and friends are OSError subclasses
+    except (OSError, pa.ArrowException) as exc:  # a damaged file: ArrowInvalid, ArrowIOError
         raise InputError(f"{path}: is not a readable Parquet file ({exc})") from None
 
 
@@ -489,8 +498,12 @@ def _jsonl(
 
 
 def record_id(record: dict[str, Any], id_field: str) -> str:
-    """The external id of a record as indexed (numbers become their decimal text)."""
+    """The external id of a record as indexed (numbers become their decimal text). NaN and
+    the infinities (JSON lines may hold them) stay numbers, refused as ids: as text they
+    would name no record, and 1e400 and Infinity would both be 'inf'."""
     value = record.get(id_field)
+    if isinstance(value, float) and not math.isfinite(value):
+        return value  # type: ignore[return-value]
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 

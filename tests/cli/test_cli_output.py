@@ -3,6 +3,8 @@ a low-recall warning, the documents behind the ids (--show, `simindex show`), ty
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pytest
@@ -117,6 +119,41 @@ def test_a_threshold_the_banding_cannot_serve_warns_with_the_expected_recall(tmp
     assert "Warning:" in query.stderr and "simindex reband --threshold 0.3" in query.stderr
     run("reband", "--db", db, "--threshold", "0.5")
     assert "Warning" not in run("pairs", "--db", db, "--threshold", "0.5").stderr
+
+
+def test_reband_to_a_threshold_makes_it_the_indexs_and_a_plain_pairs_keeps_its_pairs(db_url):
+    run("ingest", str(NEWS), "--db", db_url)
+    run("pairs", "--db", db_url)
+    at_08 = _exported_similarities(db_url)
+    built = run("reband", "--db", db_url, "--threshold", "0.5").stderr
+    stats = json.loads(run("stats", "--db", db_url, "--json").stdout)
+    active = next(b for b in stats["bandings"] if b["is_active"])
+    assert stats["threshold"] == 0.5 and active["pairs_threshold"] == 0.5
+    assert f"({active['bands']} bands x {active['rows']} rows)" in built
+    at_05 = _exported_similarities(db_url)
+    assert set(at_08) < set(at_05) and min(at_05.values()) >= 0.5
+    assert any(similarity < 0.8 for similarity in at_05.values())
+    run("pairs", "--db", db_url)  # at the index's threshold, now 0.5: the same pairs
+    assert _exported_similarities(db_url) == at_05
+
+
+def test_activating_a_banding_without_pairs_says_how_to_find_them(db_url):
+    run("ingest", str(NEWS), "--db", db_url)
+    run("pairs", "--db", db_url)
+    run("reband", "--db", db_url, "--bands", "32", "--rows", "4", "--no-activate")
+    said = run("activate", "2", "--db", db_url).stderr.strip()
+    assert said == (
+        "Banding 2 is now active; it has no pairs yet: run `simindex pairs` (and `simindex "
+        "clusters`)"
+    )
+    run("pairs", "--db", db_url)
+    run("reband", "--db", db_url, "--bands", "20", "--rows", "5")  # active, with its pairs
+    assert run("activate", "2", "--db", db_url).stderr.strip() == "Banding 2 is now active"
+
+
+def _exported_similarities(db_url: str) -> dict[tuple[str, str], float]:
+    rows = csv.DictReader(io.StringIO(run("export", "--db", db_url).stdout))
+    return {(r["id_a"], r["id_b"]): float(r["similarity"]) for r in rows}
 
 
 def test_show_prints_titles_and_one_document(tmp_path):

@@ -225,3 +225,11 @@ def test_schema_before_the_command_like_db(pg_url):
     assert "default threshold 0.9" in run("--schema", "news", "stats", "--db", pg_url).stdout
     result = run("--db", pg_url, "stats", ok=False)  # the public schema holds no index
     _one_error_line(result, "holds no simindex index")
+
+
+def test_every_command_that_opens_an_index_reads_the_schema(pg_url):
+    """`show` too: before the command, after it, and from SIMINDEX_SCHEMA."""
+    run("ingest", str(NEWS), "--db", pg_url, "--schema", "news")
+    assert '"n001"' in run("show", "n001", "--json", "--db", pg_url, "--schema", "news").stdout
+    assert '"n001"' in run("--schema", "news", "show", "n001", "--json", "--db", pg_url).stdout
+    _one_error_line(run("show", "n001", "--db", pg_url, ok=False), "holds no simindex index")

@@ -123,21 +123,24 @@ def test_a_directory_reads_the_shard_formats_and_lists_what_it_skipped(tmp_path)
              "info.json", "notes.md", ".hidden.jsonl"]  # fmt: skip
     for name in names:
         (shards / name).write_bytes(line)
-    (shards / "sub.jsonl").mkdir()
+    (shards / "sub.jsonl").mkdir()  # a subdirectory is named, not read
+    (shards / ".cache").mkdir()
     found = scan_inputs([str(shards), str(shards / "README.txt")])
     assert found.files == [str(shards / n) for n in names[:5]] + [str(shards / "README.txt")]
-    assert found.skipped == [str(shards / n) for n in ("README.txt", "info.json", "notes.md")]
+    skipped = ("README.txt", "info.json", "notes.md", "sub.jsonl/")
+    assert found.skipped == [f"{shards}/{n}" for n in skipped]
     assert found.note() == (
-        "skipped 3 file(s) of the directories not named .jsonl, .ndjson, .csv, .tsv or .parquet "
-        "(compressed or not): README.txt, info.json, notes.md; name a file to read it"
+        "skipped 4 file(s) of the directories not named .jsonl, .ndjson, .csv, .tsv or .parquet "
+        "(compressed or not): README.txt, info.json, notes.md, sub.jsonl/; name a file to read it"
     )
     assert expand_inputs([str(shards)]) == found.files[:5]
     assert scan_inputs([str(shards / "a.jsonl")]).note() is None
     texts = tmp_path / "texts"
     texts.mkdir()
     (texts / "1.txt").write_text("a\tb\n")
+    (texts / "2024").mkdir()
     with pytest.raises(InputError, match=r"texts: the directory holds no file named \.jsonl.*, "
-                       r"only 1.txt; name the files to read them"):  # fmt: skip
+                       r"only 1.txt, 2024/; name the files to read them"):  # fmt: skip
         scan_inputs([str(texts)])
     assert list(read_documents(str(texts / "1.txt"))) == [("a", "b", None)]  # named: id<TAB>text
 

@@ -77,6 +77,18 @@ def test_encoding_mistakes_are_one_error(tmp_path, encoding, message):
     assert list(read_documents(str(path), encoding="utf-16-le")) == DOCUMENTS
 
 
+@pytest.mark.parametrize(("encoding", "name"), [("utf-16", "utf-16"), ("utf-32", "utf-32")])
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv", ".tsv"])
+def test_a_utf16_or_utf32_file_read_as_utf8_names_its_encoding(tmp_path, encoding, name, suffix):
+    path = tmp_path / f"a{suffix}"
+    text = {".jsonl": '{"id": "a", "text": "café"}\n', ".csv": "id,text\na,café\n"}
+    path.write_text(text.get(suffix, "a\tcafé\n"), encoding=encoding)  # with its byte-order mark
+    message = f"{path}: starts with a {name} byte-order mark; pass --encoding {name}"
+    with pytest.raises(InputError, match=message):
+        list(read_documents(str(path), on_error=lambda e: None))  # not one skippable record
+    assert [d[:2] for d in read_documents(str(path), encoding=encoding)] == [("a", "café")]
+
+
 def test_a_csv_with_a_byte_order_mark_reads_its_first_column(tmp_path):
     path = tmp_path / "sheet.csv"
     path.write_bytes(b"\xef\xbb\xbfid,text\r\na,first text\r\n")
@@ -102,6 +114,17 @@ def test_parquet_columns_pick_id_and_text_and_the_rest_is_metadata(tmp_path):
     assert documents == [("u1", "first text", {"n": 1}), ("u2", "second text", {"n": 2})]
     with pytest.raises(InputError, match=f"{path}:1: no 'text' field"):
         list(read_documents(str(path), id_field="url"))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "not parquet"])
+def test_a_damaged_parquet_file_is_one_error_naming_it(tmp_path, damage):
+    path = tmp_path / "a.parquet"
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"id": ["a", "b"], "text": ["one text", "another"]}), buffer)
+    whole = buffer.getvalue()
+    path.write_bytes(whole[: len(whole) // 2] if damage == "truncated" else b'{"id": 1}\n' * 20)
+    with pytest.raises(InputError, match=f"{path}: is not a readable Parquet file"):
+        list(read_documents(str(path)))
 
 
 def test_parquet_on_standard_input_is_recognised(tmp_path, monkeypatch):
@@ -174,6 +197,15 @@ def test_a_json_line_writes_nan_and_it_is_refused_with_its_line(tmp_path):
     path.write_text(json.dumps({"id": "a", "text": "t", "score": float("nan")}) + "\n")
     with pytest.raises(InputError, match=f"{path}:1: the metadata of document 'a' holds nan"):
         list(read_documents(str(path)))
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_an_id_that_is_not_a_finite_number_is_refused_with_its_line(tmp_path, number):
+    path = tmp_path / "a.jsonl"
+    path.write_text(f'{{"id": 7, "text": "seven"}}\n{{"id": {number}, "text": "t"}}\n')
+    with pytest.raises(InputError, match=f"{path}:2: a document id must be .*, got"):
+        list(read_documents(str(path)))
+    assert [d[0] for d in read_documents(str(path), on_error=lambda e: None)] == ["7"]
 
 
 def test_output_format_follows_the_name_unless_given_and_a_conflict_is_an_error():
