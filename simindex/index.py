@@ -446,7 +446,8 @@ class Index:
 
     def activate(self, banding_id: int) -> None:
         """Make a complete banding (built by ``reband(..., activate=False)``) the active
-        one: queries, pairs and the SQL views use it from the commit on."""
+        one, with the pairs and clusters the banding it replaces had found anew for it (as
+        :meth:`reband` does), so queries and the SQL views answer as before from the commit on."""
         bandings.activate(self._context, banding_id)
 
     def drop_banding(self, banding_id: int) -> None:

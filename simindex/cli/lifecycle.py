@@ -143,13 +143,14 @@ def activate(
     schema: Schema = None,
     lock_timeout: LockTimeout = DEFAULT_LOCK_TIMEOUT,
 ) -> None:
-    """Make a complete banding (from `reband --no-activate`) the active one."""
+    """Make a complete banding (from `reband --no-activate`) the active one, with the pairs
+    and clusters of the banding it replaces found anew for it, in one transaction."""
     from simindex.index import Index
 
     with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
         index.activate(banding_id)
         paired = next(b for b in index.bandings() if b["id"] == banding_id)["pairs_threshold"]
-    # A banding built without activation has no pairs: until they are found, the views
+    # Pairs come along only where the banding replaced had them: else the views
     # (similar_pairs, neighbors, cluster_sizes) and export answer with nothing.
     unpaired = "; it has no pairs yet: run `simindex pairs` (and `simindex clusters`)"
     err.print(f"Banding {banding_id} is now active" + (unpaired if paired is None else ""))

@@ -188,7 +188,8 @@ def discard_banding(ctx: Context, banding_id: int, created_at: datetime | None) 
 
 def activate(ctx: Context, banding_id: int) -> None:
     """Make a complete banding (built by ``reband(..., activate=False)``) the active
-    one: queries, pairs and the SQL views use it from the commit on."""
+    one, with the pairs and clusters the active one had found anew for it (as ``reband``
+    does), so queries, pairs and the SQL views answer as before from the commit on."""
     with (
         ctx.transaction(write=True) as connection,
         runs.recorded(ctx, connection, "activate", {"banding": banding_id}),
@@ -198,7 +199,11 @@ def activate(ctx: Context, banding_id: int) -> None:
                 f"banding {banding_id} is {state}, not complete: it can't "
                 "be activated; build a new one with `simindex reband`"
             )
+        old = ctx.active_banding(connection)
+        if old["id"] == banding_id:
+            return
         ctx.store.activate_banding(connection, banding_id)
+        _take_over(ctx, connection, old, banding_id, None)
 
 
 def drop_banding(ctx: Context, banding_id: int) -> None:

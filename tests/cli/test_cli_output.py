@@ -137,18 +137,30 @@ def test_reband_to_a_threshold_makes_it_the_indexs_and_a_plain_pairs_keeps_its_p
     assert _exported_similarities(db_url) == at_05
 
 
-def test_activating_a_banding_without_pairs_says_how_to_find_them(db_url):
+def test_activating_a_banding_finds_the_pairs_and_clusters_the_old_one_had(db_url):
     run("ingest", str(NEWS), "--db", db_url)
-    run("pairs", "--db", db_url)
     run("reband", "--db", db_url, "--bands", "32", "--rows", "4", "--no-activate")
     said = run("activate", "2", "--db", db_url).stderr.strip()
-    assert said == (
+    assert said == (  # the old banding had no pairs either
         "Banding 2 is now active; it has no pairs yet: run `simindex pairs` (and `simindex "
         "clusters`)"
     )
+    run("activate", "1", "--db", db_url)
     run("pairs", "--db", db_url)
-    run("reband", "--db", db_url, "--bands", "20", "--rows", "5")  # active, with its pairs
+    run("clusters", "--db", db_url, "--mode", "star")
+    pairs, clusters = _exported_similarities(db_url), _exported_clusters(db_url)
+    assert len(pairs) == 18 and len(clusters) == 36
     assert run("activate", "2", "--db", db_url).stderr.strip() == "Banding 2 is now active"
+    # the views and export answer as before, with no `pairs` or `clusters` in between
+    assert _exported_similarities(db_url) == pairs and _exported_clusters(db_url) == clusters
+    stats = json.loads(run("stats", "--db", db_url, "--json").stdout)
+    assert stats["active_banding"] == 2 and stats["pairs"] == 18
+
+
+def _exported_clusters(db_url: str) -> list[dict[str, str]]:
+    return list(
+        csv.DictReader(io.StringIO(run("export", "--db", db_url, "--what", "clusters").stdout))
+    )
 
 
 def _exported_similarities(db_url: str) -> dict[tuple[str, str], float]:
