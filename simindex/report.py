@@ -18,6 +18,9 @@ import base64
 import difflib
 import html
 import io
+import os
+import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -129,16 +132,46 @@ def write_report(
     output: Path | str,
     examples: Sequence[ExamplePair] = (),
 ) -> list[Path]:
-    """Write the HTML page at ``output`` and its figures (PNG and SVG) in ``<stem>_files/``;
+    """Write the HTML page at ``output`` and its figures (PNG and SVG) in ``<stem>_files/``,
+    whole or not at all (drawn in a hidden folder beside them, then moved into place);
     returns the files written, the page first. ``stats`` is :meth:`Index.stats`; the
     cluster-size figure is drawn when it holds cluster sizes."""
-    new_figure = _figure_maker()
     output = Path(output)
     files = output.with_name(f"{output.stem}_files")
     try:
-        files.mkdir(parents=True, exist_ok=True)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{output.stem}.", dir=output.parent))
     except OSError as exc:
-        raise InputError(f"{files}: can't create the figures' folder: {exc.strerror}") from None
+        raise InputError(f"{output}: can't write the report there: {exc.strerror}") from None
+    try:
+        names = _draw(evaluation, stats, output, staging, files.name, examples)
+        if files.exists():
+            shutil.rmtree(files)
+        (staging / "figures").rename(files)
+        os.replace(staging / "page.html", output)
+    except OSError as exc:
+        raise InputError(
+            f"{output}: can't write the report ({exc.strerror}); neither it nor {files.name}/ "
+            "was written"
+        ) from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [output, *(files / name for name in names)]
+
+
+def _draw(
+    evaluation: Evaluation,
+    stats: IndexStats,
+    output: Path,
+    staging: Path,
+    folder: str,
+    examples: Sequence[ExamplePair],
+) -> list[str]:
+    """The page (``staging``/page.html) and its figures (``staging``/figures/), as they will
+    be named beside ``output`` (figures in ``folder``); the figures' file names."""
+    new_figure = _figure_maker()
+    figures = staging / "figures"
+    figures.mkdir()
     drawings: dict[str, Callable[[Any, Evaluation, IndexStats], None]] = {
         "similarity_histogram": _draw_similarity_histogram,
         "recall_by_similarity": _draw_recall_by_similarity,
@@ -147,23 +180,20 @@ def write_report(
     }
     if stats.cluster_sizes:
         drawings["cluster_sizes"] = _draw_cluster_sizes
-    written: list[Path] = []
+    written: list[str] = []
     embedded = {}
     for name, draw in drawings.items():
         figure = new_figure()
         draw(figure, evaluation, stats)
         png = io.BytesIO()
         figure.savefig(png, format="png", dpi=_DPI)
-        (files / f"{name}.png").write_bytes(png.getvalue())
-        figure.savefig(files / f"{name}.svg", format="svg", metadata={"Date": None})
-        written += [files / f"{name}.png", files / f"{name}.svg"]
+        (figures / f"{name}.png").write_bytes(png.getvalue())
+        figure.savefig(figures / f"{name}.svg", format="svg", metadata={"Date": None})
+        written += [f"{name}.png", f"{name}.svg"]
         embedded[name] = base64.b64encode(png.getvalue()).decode("ascii")
-    page = _page(evaluation, stats, embedded, files.name, examples)
-    try:
-        output.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{output}: can't write the report: {exc.strerror}") from None
-    return [output, *written]
+    page = _page(evaluation, stats, embedded, folder, examples)
+    (staging / "page.html").write_text(page, encoding="utf-8")
+    return written
 
 
 def captions(evaluation: Evaluation) -> dict[str, str]:

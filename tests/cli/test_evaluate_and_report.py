@@ -285,6 +285,34 @@ def test_report_without_matplotlib_names_the_extra(rendered, monkeypatch, tmp_pa
     assert result.exit_code == 1 and "pip install 'simindex[report]'" in result.stderr
 
 
+def test_a_report_that_cannot_be_written_whole_leaves_nothing(rendered, monkeypatch, tmp_path):
+    """A disk that fills while the figures are drawn: no page, no figures' folder, no
+    hidden folder left beside them, an earlier report untouched, and the error names it."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    page, _, evaluation, examples = rendered
+    earlier = tmp_path / "report.html"
+    shutil.copy(page, earlier)
+    saved = Figure.savefig
+    calls = []
+
+    def fills_up(self, target, **options):
+        calls.append(target)
+        if len(calls) == 5:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return saved(self, target, **options)
+
+    monkeypatch.setattr(Figure, "savefig", fills_up)
+    with Index.open(str(page.parent / "news.db")) as index:
+        stats = index.stats()
+    with pytest.raises(SimindexError, match=r"report\.html: can't write the report \(No space"):
+        write_report(evaluation, stats, earlier, examples)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.html"]
+    assert earlier.read_bytes() == page.read_bytes()
+
+
 def test_evaluate_report_and_tune_on_the_command_line(tmp_path):
     db = tmp_path / "news.db"
     run("ingest", NEWS, "--db", db)
