@@ -24,11 +24,19 @@ from numba import njit, prange
 from simindex.pipeline.hashing import mix64
 from simindex.pipeline.kernels import threads_for
 from simindex.pipeline.shingle import (
+    FIRST_TABLE_BITS,
     NormalizedBatch,
     ShingleSets,
+    chunk_buffers,
     chunk_count,
-    code_points_of,
+    decode,
+    distinct_windows,
     documents_of,
+    fill_table,
+    most_slots,
+    normalized_batch,
+    sort_distinct,
+    table_of,
     window_hashes,
 )
 from simindex.spec import SCHEME_V1, SIGNATURE_DTYPE, SignatureSpec
@@ -57,16 +65,18 @@ def sign(
     ``signatures(sets, spec)`` and ``sets.counts`` of ``sets = shingle_sets(...)``.
 
     Signing needs no sorted sets (a minimum ignores repeats), so each document's window
-    hashes go through a small hash set instead of a sort (which cost more than hashing):
-    only the distinct ones are signed and counted. Verification still needs
-    :func:`shingle_sets`.
+    hashes go through a small hash set instead of a sort (which cost more than hashing),
+    a long document's a buffer at a time (shingle.distinct_windows): only the distinct ones
+    are signed and counted. Verification still needs :func:`shingle_sets`.
     """
-    code_points, offsets = code_points_of(normalized_texts)
-    out = np.empty((offsets.shape[0] - 1, spec.num_perm), dtype=np.uint32)
-    counts = np.empty(offsets.shape[0] - 1, dtype=np.int64)
+    batch = normalized_batch(normalized_texts)
+    out = np.empty((len(batch), spec.num_perm), dtype=np.uint32)
+    counts = np.empty(len(batch), dtype=np.int64)
     shingles = (spec.shingle == "word", spec.k)
-    with threads_for(counts.shape[0]):
-        _sign_kernel(code_points, offsets, shingles, _scheme(spec), out, counts)
+    with threads_for(len(batch)):
+        _sign_kernel(
+            batch.utf8, batch.utf8_offsets, batch.offsets, shingles, _scheme(spec), out, counts
+        )
     return out, counts
 
 
@@ -97,27 +107,27 @@ def _signatures_of(chunk, hashes, offsets, scheme, out):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _sign_kernel(code_points, offsets, shingles, scheme, out, counts):
+def _sign_kernel(utf8, utf8_offsets, offsets, shingles, scheme, out, counts):
     for chunk in prange(chunk_count(offsets)):
-        _sign_documents(chunk, code_points, offsets, shingles, scheme, out, counts)
+        _sign_documents(chunk, utf8, utf8_offsets, offsets, shingles, scheme, out, counts)
 
 
 @njit(cache=True, nogil=True)
-def _sign_documents(chunk, code_points, offsets, shingles, scheme, out, counts):
-    """One chunk of :func:`_sign_kernel` (see shingle.CHUNK). Its window hashes share one
-    buffer sized for its longest document: a buffer for the whole batch came fresh from the
-    operating system each time (page faults measured at a quarter of the signing time)."""
+def _sign_documents(chunk, utf8, utf8_offsets, offsets, shingles, scheme, out, counts):
+    """One chunk of :func:`_sign_kernel` (see shingle.CHUNK and shingle.chunk_buffers)."""
     word_mode, k = shingles
-    longest = 1
+    code_points, windows = chunk_buffers(chunk, offsets, word_mode)
     for i in documents_of(chunk, offsets):
-        longest = max(longest, offsets[i + 1] - offsets[i])
-    windows = np.empty(longest, dtype=np.uint64)
-    for i in documents_of(chunk, offsets):
-        start = offsets[i]
-        count = window_hashes(code_points[start : offsets[i + 1]], word_mode, k, windows)
-        distinct = _keep_first_seen(windows[:count])
-        counts[i] = distinct
-        _sign_row(windows, 0, distinct, scheme, out[i])
+        text = utf8[utf8_offsets[i] : utf8_offsets[i + 1]]
+        length = offsets[i + 1] - offsets[i]
+        if length > windows.shape[0]:
+            hashes = distinct_windows(text, length, k, code_points, windows)
+        else:
+            decode(text, 0, code_points[:length], 0)
+            count = window_hashes(code_points[:length], word_mode, k, windows)
+            hashes = windows[: _keep_first_seen(windows[:count])]
+        counts[i] = hashes.shape[0]
+        _sign_row(hashes, 0, hashes.shape[0], scheme, out[i])
 
 
 @njit(inline="always", cache=True)
@@ -126,27 +136,24 @@ def _keep_first_seen(values):
     return how many. An open-addressing table (linear probing, at most a
     quarter full: fewer collisions, a quarter faster than half full) indexed by the low bits
     of the value: shingle hashes are uniformly spread. Zero marks a free slot, so a zero
-    value is tracked apart."""
+    value is tracked apart. The table grows as distinct values come (see FIRST_TABLE_BITS);
+    past its bound, the values are sorted in place instead, and their distinct ones are left
+    in ascending order."""
+    n = values.shape[0]
     bits = 1
-    while (1 << bits) < 4 * values.shape[0]:
+    while (1 << bits) < 4 * n and bits < FIRST_TABLE_BITS:
         bits += 1
-    mask = np.uint64((1 << bits) - 1)
     table = np.zeros(1 << bits, dtype=np.uint64)
-    distinct = 0
-    seen_zero = False
-    for value in values:
-        if value == 0:
-            new = not seen_zero
-            seen_zero = True
-        else:
-            slot = value & mask
-            while table[slot] != 0 and table[slot] != value:
-                slot = (slot + np.uint64(1)) & mask
-            new = table[slot] == 0
-            table[slot] = value
-        # Written either way, kept only if new: a branch here would be mispredicted often.
-        values[distinct] = value
-        distinct += new
+    done, distinct, seen_zero = 0, 0, False
+    while done < n:
+        taken, distinct, seen_zero = fill_table(values[done:], values, distinct, seen_zero, table)
+        done += taken
+        if 4 * distinct > table.shape[0] and done < n:
+            if 4 * table.shape[0] > most_slots(n):
+                # Every value before values[done] is now one of values[:distinct]: sorting
+                # all of them finds the same distinct values.
+                return sort_distinct(values)
+            table = table_of(values[:distinct], 4 * table.shape[0])
     return distinct
 
 
@@ -167,26 +174,31 @@ def _bin_of(hashed, num_bins):
     return ((hashed >> _S32) * np.uint64(num_bins)) >> _S32
 
 
+# Shingle hashes keyed at a time by _oph_row: a huge document's would be 8 bytes a shingle.
+KEYED_AT_ONCE = 4096
+
+
 @njit(inline="always", cache=True)
-def _keyed(hashes, key):
+def _key_into(hashes, key, out):
     """mix64(h ^ key) of each hash, in a loop of its own: it compiles to SIMD instructions."""
-    out = np.empty_like(hashes)
     for j in range(hashes.shape[0]):
         out[j] = mix64(hashes[j] ^ key)
-    return out
 
 
 @njit(inline="always", cache=True)
 def _oph_row(hashes, begin, end, bin_key, densify_key, row):
     num_bins = row.shape[0]
     filled = np.zeros(num_bins, dtype=np.bool_)
-    keyed = _keyed(hashes[begin:end], bin_key)
-    for j in range(keyed.shape[0]):
-        hashed = keyed[j]
-        target = _bin_of(hashed, num_bins)
-        value = np.uint32(hashed & np.uint64(0xFFFFFFFF))
-        filled[target] = True
-        row[target] = min(row[target], value)
+    keyed = np.empty(min(end - begin, KEYED_AT_ONCE), dtype=np.uint64)
+    for start in range(begin, end, KEYED_AT_ONCE):
+        stop = min(start + KEYED_AT_ONCE, end)
+        _key_into(hashes[start:stop], bin_key, keyed)
+        for j in range(stop - start):
+            hashed = keyed[j]
+            target = _bin_of(hashed, num_bins)
+            value = np.uint32(hashed & np.uint64(0xFFFFFFFF))
+            filled[target] = True
+            row[target] = min(row[target], value)
     for empty in range(num_bins):
         if filled[empty]:
             continue

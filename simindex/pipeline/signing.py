@@ -20,8 +20,8 @@ from simindex.pipeline.minhash import signatures as signatures_of_sets
 from simindex.pipeline.shingle import NormalizedBatch, ShingleSets, normalize_batch, shingle_sets
 from simindex.spec import SignatureSpec
 
-# Text signed at a time: normalizing holds about ten bytes per byte of text (its UTF-8 and
-# UTF-32 forms, twice), so a batch of any size signs in bounded memory.
+# Text signed at a time: normalizing holds a copy of the text, and the sorted shingle sets of
+# verification up to 8 bytes a character, so a batch of any size signs in bounded memory.
 SIGN_TEXT_BYTES = 2**19
 
 
