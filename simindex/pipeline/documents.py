@@ -10,8 +10,9 @@ from simindex.errors import shorten
 
 # PostgreSQL's B-tree entries hold at most ~2,700 bytes; external_id is indexed on both backends.
 MAX_ID_BYTES = 2_000
-# Signing one document holds several arrays as long as its text at once (code points, shingle
-# hashes, copies of the text), so one huge document can exhaust memory on its own.
+# Ingesting one document holds copies of its text (its string, its UTF-8, the stored row) and
+# its distinct shingles at once: up to about 13 bytes a character at this limit
+# (benchmarks/bench_bigdoc.py), so a limit keeps one huge document from exhausting memory.
 DEFAULT_MAX_CHARS = 10_000_000
 
 
