@@ -35,6 +35,9 @@ NAMING_CONVENTION = {
 
 metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
+# JSON columns are JSONB on PostgreSQL (indexable, ->> on either).
+Json = JSON().with_variant(JSONB(), "postgresql")
+
 # Document ids are BIGINT on PostgreSQL and the rowid (INTEGER PRIMARY KEY) on SQLite.
 DocumentId = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -63,7 +66,7 @@ documents = Table(
     Column("content_hash", BigInteger, nullable=False, index=True),
     Column("shingle_count", Integer, nullable=False),
     Column("text", Text),
-    Column("metadata", JSON().with_variant(JSONB(), "postgresql")),
+    Column("metadata", Json),
     Column(
         "ingested_at",
         DateTime(timezone=True),
@@ -155,7 +158,7 @@ runs = Table(
     metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("command", Text, nullable=False),
-    Column("parameters", JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+    Column("parameters", Json, nullable=False),
     Column("scheme", Text, nullable=False),
     Column("banding_id", Integer),
     Column("bands", Integer),
@@ -168,7 +171,7 @@ runs = Table(
     # The document ids the run indexed (ids only grow and writers take turns: one range).
     Column("first_document", DocumentId),
     Column("last_document", DocumentId),
-    Column("counts", JSON().with_variant(JSONB(), "postgresql"), nullable=False),
+    Column("counts", Json, nullable=False),
     sqlite_autoincrement=True,
 )
 

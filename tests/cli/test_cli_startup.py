@@ -82,13 +82,15 @@ try:
     cli.run()
 except SystemExit:
     pass
-print(sorted(m for m in ("pandas", "scipy", "pygments") if m in sys.modules))
+print(sorted(m for m in ("pandas", "pyarrow", "scipy", "pygments") if m in sys.modules))
 """
 
 
 def test_commands_load_no_package_they_do_not_use(tmp_path):
     """pandas is installed here (the spark extra): pyarrow would import it, and numba's BLAS
-    probe scipy where installed, into every command (simindex.cli.imports)."""
+    probe scipy where installed, into every command (simindex.cli.imports); Index signs
+    Python strings with NumPy alone (simindex.pipeline.signing), so pyarrow's libraries,
+    which would stay mapped for the rest of the command, load for Parquet only."""
     pytest.importorskip("pandas")
     output = tmp_path / "kept.jsonl"
     result = subprocess.run(
@@ -99,17 +101,3 @@ def test_commands_load_no_package_they_do_not_use(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]"
     assert output.read_text().count("\n") == 82
-
-
-def test_dedup_of_json_lines_loads_no_pyarrow(tmp_path):
-    """Index signs Python strings with NumPy alone (simindex.pipeline.signing): pyarrow's
-    libraries, which would stay mapped for the rest of the command, load for Parquet only."""
-    probe = DECLINED_PROBE.replace('("pandas", "scipy", "pygments")', '("pyarrow",)')
-    output = tmp_path / "kept.jsonl"
-    result = subprocess.run(
-        [sys.executable, "-c", probe, "dedup", str(NEWS), "-o", str(output)],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "[]"
