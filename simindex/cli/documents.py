@@ -47,7 +47,6 @@ from simindex.io.lines import ReplacedRecords
 from simindex.io.outputs import check_outputs
 from simindex.io.readers import DEFAULT_MAX_CHARS, read_documents, scan_inputs
 from simindex.policies import OnDuplicate, OnEmpty, OnError
-from simindex.store import database_files
 
 if TYPE_CHECKING:
     from simindex.index import Index, Removal
@@ -111,6 +110,7 @@ def ingest(
     All files go in one transaction: on an error or Ctrl-C nothing is added. A directory or a
     glob stands for its files, in sorted order."""
     from simindex.index import Index
+    from simindex.store import database_files
 
     inputs, layout = scan_inputs(files), CsvLayout(delimiter, not no_header, id_column, text_column)
     paths, replaced = inputs.files, ReplacedRecords()

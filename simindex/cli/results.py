@@ -56,7 +56,6 @@ from simindex.io.outputs import check_outputs
 from simindex.io.readers import DEFAULT_MAX_CHARS, scan_inputs
 from simindex.io.writers import output_format, write_records
 from simindex.policies import ExportFormat, OnEmpty, OnError
-from simindex.store import database_files
 
 PAIR_FIELDS = ["id_a", "id_b", "similarity", "exact_jaccard", "estimated_jaccard"]
 CLUSTER_FIELDS = ["external_id", "cluster", "is_representative", "similarity"]
@@ -158,6 +157,7 @@ def export(
 ) -> None:
     """Write the verified pairs, or the clusters, with external ids and similarities."""
     from simindex.index import Index
+    from simindex.store import database_files
 
     path = str(output) if output else None
     written_as = output_format(path, fmt, default="csv")

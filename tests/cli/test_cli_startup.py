@@ -73,17 +73,25 @@ def test_the_console_script_sets_its_libraries_environment_unless_the_user_did(g
     assert result.stdout.splitlines()[-1] == expected, result.stderr
 
 
-# What a command loaded of the packages that libraries import only when installed.
-DECLINED_PROBE = """
+# Which of the given modules a command loaded: run in a process of its own.
+LOADED_PROBE = """
 import sys
 from simindex import cli
-sys.argv = ["simindex", *sys.argv[1:]]
+modules, sys.argv = sys.argv[1].split(","), ["simindex", *sys.argv[2:]]
 try:
     cli.run()
 except SystemExit:
     pass
-print(sorted(m for m in ("pandas", "pyarrow", "scipy", "pygments") if m in sys.modules))
+print(sorted(m for m in modules if m in sys.modules))
 """
+
+
+def loaded(modules: list[str], *args: str) -> list[str]:
+    """The ``modules`` that ``simindex ARGS`` loaded."""
+    command = [sys.executable, "-c", LOADED_PROBE, ",".join(modules), *args]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return eval(result.stdout.splitlines()[-1])  # a printed list of names
 
 
 def test_commands_load_no_package_they_do_not_use(tmp_path):
@@ -93,11 +101,15 @@ def test_commands_load_no_package_they_do_not_use(tmp_path):
     which would stay mapped for the rest of the command, load for Parquet only."""
     pytest.importorskip("pandas")
     output = tmp_path / "kept.jsonl"
-    result = subprocess.run(
-        [sys.executable, "-c", DECLINED_PROBE, "dedup", str(NEWS), "-o", str(output)],
-        capture_output=True,
-        text=True,
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-1] == "[]"
+    declined = ["pandas", "pyarrow", "scipy", "pygments"]
+    assert loaded(declined, "dedup", str(NEWS), "-o", str(output)) == []
     assert output.read_text().count("\n") == 82
+
+
+def test_help_starts_without_the_database_and_numeric_libraries():
+    """--help and a command's --help list options: loading SQLAlchemy, NumPy and numba would
+    more than double their start-up."""
+    heavy = ["sqlalchemy", "numpy", "numba"]
+    assert loaded(heavy, "--help") == []
+    assert loaded(heavy, "ingest", "--help") == []
+    assert loaded(heavy, "export", "--help") == []
