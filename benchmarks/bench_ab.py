@@ -7,9 +7,10 @@ pair 1 runs A then B, pair 2 B then A, and so on. Each commit runs from its own 
 untimed warm-up. Each run is a fresh database and its own process: wall time and peak RSS.
 
 Steps: ``ingest`` (the corpus into a new index), ``pairs`` (``pairs --full`` on an index
-that run ingested first, untimed), ``dedup`` (``simindex dedup CORPUS``) or ``job`` (the
-whole job as four commands: ``init``, ``ingest``, ``pairs``, ``export -o pairs.csv``; their
-wall and CPU seconds summed, the largest peak RSS).
+that run ingested first, untimed), ``stats`` (likewise: a short command, mostly start-up),
+``dedup`` (``simindex dedup CORPUS``) or ``job`` (the whole job as four commands: ``init``,
+``ingest``, ``pairs``, ``export -o pairs.csv``; their wall and CPU seconds summed, the
+largest peak RSS).
 
 ``--peer rensa`` (or datasketch, datatrove) also runs that tool's whole dedup of the corpus
 (as bench_peers.py does) between A and B in every pair, and gives each commit's figures
@@ -137,6 +138,8 @@ def run_step(step: str, path: Path, env: dict[str, str], args: argparse.Namespac
         ingest = measure.simindex("ingest", str(path), "--db", url, env=env)
         if step == "ingest":
             return ingest
+        if step == "stats":
+            return measure.simindex("stats", "--db", url, env=env)
         return measure.simindex("pairs", "--full", "--db", url, env=env)
 
 
@@ -146,7 +149,9 @@ def main() -> None:
     )
     parser.add_argument("a", help="commit A (any git revision)")
     parser.add_argument("b", help="commit B")
-    parser.add_argument("--step", default="ingest", choices=["ingest", "pairs", "dedup", "job"])
+    parser.add_argument(
+        "--step", default="ingest", choices=["ingest", "pairs", "stats", "dedup", "job"]
+    )
     parser.add_argument("--peer", choices=sorted(bench_peers.PEERS_IN_PROCESS),
                         help="also run this tool in every pair, for each commit's ratio to it")  # fmt: skip
     parser.add_argument("--size", type=int, default=20_000, help="documents")

@@ -133,7 +133,7 @@ def clusters(
             clusters_table(largest, titled)
 
 
-@command(app, kernels=True, interrupted=NOTHING_CHANGED + "; no output was written")
+@command(app, interrupted=NOTHING_CHANGED + "; no output was written")
 def export(
     db: Db = None,
     schema: Schema = None,
