@@ -109,6 +109,11 @@ class ClusterPolicy:
         if self.keep_by is not None and not self.keep_by:
             raise ParameterError("keep_by must name a metadata field, got ''")
 
+    @property
+    def ties_by_external_id(self) -> bool:
+        """Whether documents can tie in this order (then the smaller external id wins)."""
+        return self.keep_by is not None or self.keep in ("longest", "shortest")
+
     def describe(self) -> str:
         """'longest' or 'keep-by quality (max)': the rule, as the CLI reports it."""
         return f"keep-by {self.keep_by} ({self.keep_order})" if self.keep_by else self.keep

@@ -114,7 +114,7 @@ def recluster(
 
     def fields_of(documents: np.ndarray) -> RankFields:
         external_ids, lengths, hashes, values = ctx.store.rank_fields_of(
-            connection, documents, policy.keep_by
+            connection, documents, policy.keep_by, policy.ties_by_external_id
         )
         return RankFields(documents, external_ids, lengths, hashes, values)
 

@@ -70,13 +70,14 @@ def flatten(parent):
 class RankFields:
     """What a policy ranks documents by, aligned with a sorted int64 array of document ids:
     ``order`` (int64, ingestion order: the document id locally, the input position on
-    Spark), ``external_ids``, ``lengths`` (int64 distinct shingles), ``content_hashes``
+    Spark), ``external_ids`` (None where the policy has no ties to break: see
+    ClusterPolicy.ties_by_external_id), ``lengths`` (int64 distinct shingles), ``content_hashes``
     (int64, of the normalized text: equal for exact copies) and ``values`` (the keep_by
     field of each document's metadata, None when it lacks it; None when the policy has no
     keep_by)."""
 
     order: np.ndarray
-    external_ids: Sequence[str]
+    external_ids: Sequence[str] | None
     lengths: np.ndarray
     content_hashes: np.ndarray
     values: Sequence[Any] | None = None
@@ -85,16 +86,17 @@ class RankFields:
 def ranks(policy: ClusterPolicy, fields: RankFields) -> np.ndarray:
     """Each document's position (int64, 0 = kept first) in the policy's order."""
     count = fields.order.shape[0]
-    by_id = np.unique(np.asarray(fields.external_ids, dtype=object), return_inverse=True)[1]
-    by_id = by_id.reshape(count).astype(np.int64)
-    if policy.keep_by is not None:
-        order = _by_value(fields.values or [None] * count, by_id, policy.keep_order == "max")
-    elif policy.keep in ("earliest", "latest"):
+    if policy.keep in ("earliest", "latest") and policy.keep_by is None:  # no ties
         sign = 1 if policy.keep == "earliest" else -1
         order = np.argsort(sign * fields.order, kind="stable")
     else:
-        sign = -1 if policy.keep == "longest" else 1
-        order = np.lexsort((by_id, sign * fields.lengths))
+        names = np.asarray(fields.external_ids, dtype=object)
+        by_id = np.unique(names, return_inverse=True)[1].reshape(count).astype(np.int64)
+        if policy.keep_by is not None:
+            order = _by_value(fields.values or [None] * count, by_id, policy.keep_order == "max")
+        else:
+            sign = -1 if policy.keep == "longest" else 1
+            order = np.lexsort((by_id, sign * fields.lengths))
     rank = np.empty(count, dtype=np.int64)
     rank[order] = np.arange(count, dtype=np.int64)
     return rank

@@ -189,29 +189,31 @@ class PairsSQL:
             yield dict(row)
 
     def rank_fields_of(
-        self, connection: Connection, ids: np.ndarray, keep_by: str | None
-    ) -> tuple[list[str], np.ndarray, np.ndarray, list[Any] | None]:
-        """What a keep policy ranks the (sorted) document ids by: their external ids, shingle
-        counts and content hashes (int64) and, with ``keep_by``, that field of their
-        metadata (None if absent), aligned with ``ids``."""
-        found: dict[int, tuple[str, int, int, Any]] = {}
-        columns = [
-            documents.c.id,
-            documents.c.external_id,
-            documents.c.shingle_count,
-            documents.c.content_hash,
-        ]
-        if keep_by is not None:
-            columns.append(documents.c.metadata)
+        self, connection: Connection, ids: np.ndarray, keep_by: str | None, external_ids: bool
+    ) -> tuple[list[str] | None, np.ndarray, np.ndarray, list[Any] | None]:
+        """What a keep policy ranks the (sorted) document ids by, aligned with ``ids``: their
+        external ids (if ``external_ids``, else None), shingle counts and content hashes
+        (int64) and, with ``keep_by``, that field of their metadata (None if absent; else
+        None). Filled in place chunk by chunk: a clustered document costs 16 bytes here, plus
+        its external id and value only where the policy ranks by them."""
+        count = ids.shape[0]
+        counts, hashes = np.zeros(count, np.int64), np.zeros(count, np.int64)
+        names: list[Any] | None = [None] * count if external_ids else None
+        values: list[Any] | None = [None] * count if keep_by is not None else None
+        columns = [documents.c.id, documents.c.shingle_count, documents.c.content_hash]
+        columns += [documents.c.external_id] if external_ids else []
+        columns += [documents.c.metadata] if keep_by is not None else []
         for chunk in in_chunks(ids.tolist(), MAX_PARAMS):
-            query = select(*columns).where(documents.c.id.in_(chunk))
-            for row in connection.execute(query):
-                value = (row[4] or {}).get(keep_by) if keep_by is not None else None
-                found[row[0]] = (row[1], row[2], row[3], value)
-        rows = [found[int(i)] for i in ids]
-        values = [r[3] for r in rows] if keep_by is not None else None
-        counts = np.array([r[1] for r in rows], dtype=np.int64)
-        return [r[0] for r in rows], counts, np.array([r[2] for r in rows], np.int64), values
+            rows = connection.execute(select(*columns).where(documents.c.id.in_(chunk))).all()
+            at = np.searchsorted(ids, np.array([row[0] for row in rows], np.int64))
+            counts[at] = [row[1] for row in rows]
+            hashes[at] = [row[2] for row in rows]
+            for position, row in zip(at.tolist(), rows, strict=True):
+                if names is not None:
+                    names[position] = row[3]
+                if values is not None:
+                    values[position] = (row[-1] or {}).get(keep_by)
+        return names, counts, hashes, values
 
     def ingested_before(self, connection: Connection, moment: datetime) -> np.ndarray:
         """Ids of documents ingested before the aware datetime ``moment``."""
