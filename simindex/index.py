@@ -364,18 +364,20 @@ class Index:
         keep_by: str | None = None,
         keep_order: KeepOrder = "max",
         mode: ClusterMode = "components",
+        largest: int = clusters.LARGEST_NAMED,
     ) -> ClusterReport:
         """Group the stored pairs with similarity >= threshold into clusters, stored and
         named by their representative: ``mode`` "star" (every member paired with its
         representative at >= threshold) or "components" (connected components, which
         chain); the representative by ``keep``, or by the metadata field ``keep_by``
         (see :class:`simindex.policies.ClusterPolicy`; earliest/latest is ingestion order).
+        The report names the ``largest`` largest clusters, with their weakest member.
         Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date. Raises
         ParameterError for an unknown choice."""
         from simindex.policies import ClusterPolicy
 
         policy = ClusterPolicy(keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode)
-        return clusters.cluster(self._context, threshold, policy)
+        return clusters.cluster(self._context, threshold, policy, largest)
 
     def explain(self, a: str, b: str) -> Explanation:
         """Why the documents with external ids ``a`` and ``b`` are (or are not) a pair:

@@ -185,12 +185,16 @@ def pairs_table(found: list[Pair], titled: dict[str, str] | None) -> None:
     out.print(table)
 
 
-def clusters_table(largest: list[tuple[str, int]], titled: dict[str, str] | None) -> None:
+def clusters_table(largest: tuple[LargestCluster, ...], titled: dict[str, str] | None) -> None:
     table = Table(
-        "cluster (representative)", "documents", *(["title"] if titled is not None else [])
+        "cluster (representative)",
+        "documents",
+        "weakest member",
+        *(["title"] if titled is not None else []),
     )
-    for name, size in largest:
-        table.add_row(shown(name), f"{size:,}", *([titled[name]] if titled is not None else []))
+    for c in largest:
+        title = [titled[c.representative]] if titled is not None else []
+        table.add_row(shown(c.representative), f"{c.size:,}", f"{c.weakest:.3f}", *title)
     out.print(table)
 
 

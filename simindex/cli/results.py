@@ -97,6 +97,10 @@ def pairs(
             pairs_table(found, titles_of(index, ids) if show else None)
 
 
+# The largest clusters that a summary line names.
+SUMMARY_NAMES = 3
+
+
 @command(app, kernels=True)
 def clusters(
     db: Db = None,
@@ -117,20 +121,18 @@ def clusters(
     from simindex.index import Index
 
     with Index.open(db, schema=schema, lock_timeout=lock_timeout) as index:
-        report = index.cluster(
-            threshold, keep=keep, keep_by=keep_by, keep_order=keep_order, mode=mode
-        )
+        report = index.cluster(threshold, keep=keep, keep_by=keep_by, keep_order=keep_order,
+                               mode=mode, largest=max(top, SUMMARY_NAMES))  # fmt: skip
         err.print(
             f"{report.clusters:,} clusters hold {report.documents:,} documents (largest "
             f"{report.largest:,}) at similarity >= {report.threshold:g}, {report.mode}, "
             f"representative: {report.rule}; {report.seconds:.2f} s"
-            + largest_clusters(report.largest_clusters)
+            + largest_clusters(report.largest_clusters[:SUMMARY_NAMES])
         )
         if top:
-            sizes = collections.Counter(member.cluster for member in index.clusters())
-            largest = sorted(sizes.items(), key=lambda item: (-item[1], item[0]))[:top]
-            titled = titles_of(index, [name for name, _ in largest]) if show else None
-            clusters_table(largest, titled)
+            largest = report.largest_clusters[:top]
+            names = [c.representative for c in largest]
+            clusters_table(largest, titles_of(index, names) if show else None)
 
 
 @command(app, interrupted=NOTHING_CHANGED + "; no output was written")

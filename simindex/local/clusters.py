@@ -32,10 +32,12 @@ from simindex.results import ClusterMember, ClusterReport, LargestCluster
 LARGEST_NAMED = 3
 
 
-def cluster(ctx: Context, threshold: float | None, policy: ClusterPolicy) -> ClusterReport:
+def cluster(
+    ctx: Context, threshold: float | None, policy: ClusterPolicy, largest: int = LARGEST_NAMED
+) -> ClusterReport:
     """Group the stored pairs with similarity >= threshold into clusters as ``policy``
-    says, stored and named by their representative. Later :meth:`find_pairs` and
-    :meth:`delete` calls keep them up to date."""
+    says, stored and named by their representative; the report names the ``largest``
+    largest. Later :meth:`find_pairs` and :meth:`delete` calls keep them up to date."""
     threshold = ctx.threshold if threshold is None else check_threshold(threshold)
     started = time.perf_counter()
     parameters = {"threshold": threshold, **dataclasses.asdict(policy)}
@@ -50,7 +52,7 @@ def cluster(ctx: Context, threshold: float | None, policy: ClusterPolicy) -> Clu
         ctx.store.update_banding(
             connection, banding_id, clusters_threshold=threshold, clusters_rule=policy.stored()
         )
-        named = largest_clusters(ctx, connection, banding_id, LARGEST_NAMED)
+        named = largest_clusters(ctx, connection, banding_id, largest)
         sizes = np.unique(cluster_ids, return_counts=True)[1]
         run.keep = f"{policy.mode}, {policy.describe()}"
         run.count(clusters=int(sizes.size), clustered=int(documents.size))

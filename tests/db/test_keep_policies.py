@@ -7,6 +7,7 @@ neighbours (star), or each connected component keeps its first document (compone
 
 from __future__ import annotations
 
+import collections
 import json
 
 import pytest
@@ -194,9 +195,12 @@ def test_reuters_star_clusters_follow_the_policy(tmp_path, reuters, policy):
         index.add(documents)
         index.find_pairs()
         _check(index, documents, truth, policy, "star")
-        report = index.cluster(THRESHOLD, mode="components", **policy)
+        report = index.cluster(THRESHOLD, mode="components", largest=10, **policy)
         _check(index, documents, truth, policy, "components")
-    assert report.largest_clusters
+        sizes = collections.Counter(m.cluster for m in index.clusters())
+    # the ten largest, largest first, each its true size
+    assert [c.size for c in report.largest_clusters] == sorted(sizes.values(), reverse=True)[:10]
+    assert all(sizes[c.representative] == c.size for c in report.largest_clusters)
 
 
 @pytest.mark.parametrize("keep", ["latest", "longest"])
