@@ -10,7 +10,6 @@ stdout, progress and summaries on stderr (simindex.cli.render). A SimindexError 
 from __future__ import annotations
 
 import os
-import sys
 
 import typer
 
@@ -35,35 +34,9 @@ app.registered_commands.sort(key=lambda c: ORDER.index(_name(c)))
 
 
 def run() -> None:
-    """The ``simindex`` console script: the process's own settings, made before any library
+    """The ``simindex`` console script: the process's own setting, made before any library
     loads (a user's own setting wins), then the command."""
     # numba's OpenMP threads would otherwise spin after each parallel loop, taking the CPU
     # that the database work beside them needs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    # NumPy's OpenBLAS starts a thread per core as it loads, and no command calls BLAS.
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-    only_the_asked_command(sys.argv[1:])
     app(prog_name="simindex")
-
-
-def only_the_asked_command(arguments: list[str]) -> None:
-    """Leave registered only the command (or group) the command line names, when it names
-    one: Typer builds every registered command's parameters from its signature on each run,
-    which costs more than a short command's own work. Without a known command, all stay, for
-    --help and for the error that names the choices."""
-    asked = _command_name(arguments)
-    commands = [c for c in app.registered_commands if _name(c) == asked]
-    groups = [g for g in app.registered_groups if g.name == asked]
-    if commands or groups:
-        app.registered_commands, app.registered_groups = commands, groups
-
-
-def _command_name(arguments: list[str]) -> str | None:
-    """The first word of a command line that is neither a global option nor its value."""
-    words = iter(arguments)
-    for word in words:
-        if word in ("--db", "--schema"):
-            next(words, None)
-        elif not word.startswith("-"):
-            return word
-    return None
