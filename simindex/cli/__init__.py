@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 
-import typer
-
 # The command modules register their commands on ``app`` as they are imported.
 from simindex.cli import audit, documents, inspect, lifecycle, results, spark  # noqa: F401
 from simindex.cli.app import app
@@ -21,16 +19,12 @@ from simindex.cli.render import shown
 __all__ = ["app", "run", "shown"]
 
 
-def _name(command: typer.models.CommandInfo) -> str:
-    return command.name or command.callback.__name__.replace("_", "-")
-
-
 # --help lists the commands in the order of the job: make an index, fill it, find, remove.
 ORDER = (
     "init ingest query pairs export clusters explain show dedup delete evict reband activate "
     "drop-banding runs stats check evaluate report tune"
 ).split()
-app.registered_commands.sort(key=lambda c: ORDER.index(_name(c)))
+app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__name__))
 
 
 def run() -> None:
