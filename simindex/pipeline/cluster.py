@@ -174,19 +174,43 @@ def stars(
     (the hot-bucket rule links a bucket's copies to one member, not to each other).
     """
     twins, group = np.unique(content_hashes, return_inverse=True)
-    group = group.reshape(-1)
+    group = group.reshape(-1).astype(np.int32 if twins.shape[0] < 2**31 else np.int64)
+    del twins
     by_rank = np.lexsort((rank, group))  # each group's best document first
-    best = documents[by_rank[np.r_[True, group[by_rank][1:] != group[by_rank][:-1]]]]
-    group_rank = np.full(twins.shape[0], np.iinfo(np.int64).max)
-    np.minimum.at(group_rank, group, rank)
-    a = group[np.searchsorted(documents, doc_a)]
-    b = group[np.searchsorted(documents, doc_b)]
-    a, b = a[a != b], b[a != b]
-    source, target = np.concatenate((a, b)), np.concatenate((b, a))
-    by_source = np.argsort(source, kind="stable")
-    starts = np.searchsorted(source[by_source], np.arange(twins.shape[0] + 1))
-    claimed = _claim(np.argsort(group_rank, kind="stable"), starts, target[by_source])
-    return best[claimed[group]]
+    best = by_rank[np.r_[True, group[by_rank][1:] != group[by_rank][:-1]]]
+    del by_rank
+    visit = np.argsort(rank[best])  # the groups, best-ranked first (ranks are distinct)
+    starts, neighbours = _adjacency(
+        group[np.searchsorted(documents, doc_a)],
+        group[np.searchsorted(documents, doc_b)],
+        best.shape[0],
+    )
+    claimed = _claim(visit, starts, neighbours)
+    del starts, neighbours, visit
+    return documents[best[claimed[group]]]
+
+
+@njit(cache=True, nogil=True)
+def _adjacency(a, b, nodes):
+    """The graph of the edges (a[i], b[i]) between ``nodes`` nodes, loops left out, as
+    (starts, neighbours): node i's neighbours are neighbours[starts[i] : starts[i + 1]].
+    A counting sort: two arrays the size of the edges, however many they are."""
+    starts = np.zeros(nodes + 1, dtype=np.int64)
+    for i in range(a.shape[0]):
+        if a[i] != b[i]:
+            starts[a[i] + 1] += 1
+            starts[b[i] + 1] += 1
+    for i in range(nodes):
+        starts[i + 1] += starts[i]
+    filled = starts[:-1].copy()
+    neighbours = np.empty(starts[nodes], dtype=a.dtype)
+    for i in range(a.shape[0]):
+        if a[i] != b[i]:
+            neighbours[filled[a[i]]] = b[i]
+            filled[a[i]] += 1
+            neighbours[filled[b[i]]] = a[i]
+            filled[b[i]] += 1
+    return starts, neighbours
 
 
 @njit(cache=True, nogil=True)
