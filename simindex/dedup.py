@@ -186,8 +186,8 @@ def dedup_files(
             step("clustering", 0)
             clusters = index.cluster(threshold, **vars(policy))
             step("writing", 0)
-            kept, dropped_ids = _write_kept(index, source, output, written_as, on_duplicate)
-            known = None if created else dropped_ids
+            # The ids left out are only needed to tell the input's from what db held before.
+            kept, known = _write_kept(index, source, output, written_as, on_duplicate, created)
             listed, foreign = _write_dropped(index, source, dropped, known)
     return Deduplicated(
         output=output,
@@ -366,11 +366,12 @@ def _add(
 
 
 def _write_kept(
-    index: Index, source: _Input, output: str, fmt: str, on_duplicate: str
-) -> tuple[int, set[str]]:
+    index: Index, source: _Input, output: str, fmt: str, on_duplicate: str, created: bool
+) -> tuple[int, set[str] | None]:
     """Write the records that the index does not cluster under another document (with
-    on_duplicate="skip", an id once); returns how many, and the ids left out."""
-    dropped: set[str] = set()
+    on_duplicate="skip", an id once); returns how many, and the ids left out (None for an
+    index ``created`` by this run, whose clustered documents are all the input's)."""
+    dropped: set[str] | None = None if created else set()
 
     def kept() -> Iterator[dict[str, Any]]:
         written: set[str] = set()
@@ -378,7 +379,8 @@ def _write_kept(
         records = source.records()
         while chunk := list(itertools.islice(records, _BATCH)):
             duplicates = index.clustered_duplicates(record_id(r, source.id_field) for r in chunk)
-            dropped.update(duplicates)
+            if dropped is not None:
+                dropped.update(duplicates)
             for record in chunk:
                 external_id = record_id(record, source.id_field)
                 if external_id in duplicates or (once and external_id in written):

@@ -22,10 +22,10 @@ from simindex.pipeline.runs import RunSpool, distinct, packed, pair_documents
 
 # Candidate pairs (with repeats) that collect() gathers before merging them into the distinct
 # ones: ~70 bytes each while they are sorted.
-MERGE_PAIRS = 1 << 18
+MERGE_PAIRS = 1 << 16
 # Distinct pairs held before they go to disk as a sorted run (16 bytes each, twice while a
 # merge writes them); past it, pairs' memory no longer follows the candidates.
-HELD_PAIRS = 1 << 20
+HELD_PAIRS = 1 << 18
 # Distinct document ids of blocks of pairs gathered before they join the ones found so far.
 DISTINCT_BATCH = 1 << 18
 # Bytes of the runs read at a time when they are merged back: for the pairs handed on, and
