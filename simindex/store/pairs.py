@@ -59,7 +59,7 @@ class PairsSQL:
         query = select(pairs.c.doc_a, pairs.c.doc_b).where(
             pairs.c.banding_id == banding_id, similarity >= threshold
         )
-        chunks = [None] if among is None else list(in_chunks(among.tolist(), MAX_PARAMS))
+        chunks = [None] if among is None else list(in_chunks(among, MAX_PARAMS))
         found = [np.empty((0, 2), np.int64)]
         streamed = {"stream_results": True, "yield_per": 100_000}
         for chunk in chunks:
@@ -74,7 +74,7 @@ class PairsSQL:
     ) -> np.ndarray:
         """Document ids of the given clusters."""
         found: list[int] = []
-        for chunk in in_chunks(cluster_ids.tolist(), MAX_PARAMS):
+        for chunk in in_chunks(cluster_ids, MAX_PARAMS):
             found.extend(
                 connection.scalars(
                     select(clusters.c.document_id).where(
@@ -89,7 +89,7 @@ class PairsSQL:
     ) -> dict[int, int]:
         """document id -> cluster id, for those of ``ids`` that are in a cluster."""
         found: dict[int, int] = {}
-        for chunk in in_chunks(ids.tolist(), MAX_PARAMS):
+        for chunk in in_chunks(ids, MAX_PARAMS):
             query = select(clusters.c.document_id, clusters.c.cluster_id).where(
                 clusters.c.banding_id == banding_id, clusters.c.document_id.in_(chunk)
             )
@@ -123,7 +123,7 @@ class PairsSQL:
         if document_ids is None:
             connection.execute(clusters.delete().where(clusters.c.banding_id == banding_id))
             return
-        for chunk in in_chunks(document_ids.tolist(), MAX_PARAMS):
+        for chunk in in_chunks(document_ids, MAX_PARAMS):
             connection.execute(
                 clusters.delete().where(
                     clusters.c.banding_id == banding_id, clusters.c.document_id.in_(chunk)
@@ -203,7 +203,7 @@ class PairsSQL:
         columns = [documents.c.id, documents.c.shingle_count, documents.c.content_hash]
         columns += [documents.c.external_id] if external_ids else []
         columns += [documents.c.metadata] if keep_by is not None else []
-        for chunk in in_chunks(ids.tolist(), MAX_PARAMS):
+        for chunk in in_chunks(ids, MAX_PARAMS):
             rows = connection.execute(select(*columns).where(documents.c.id.in_(chunk))).all()
             at = np.searchsorted(ids, np.array([row[0] for row in rows], np.int64))
             counts[at] = [row[1] for row in rows]

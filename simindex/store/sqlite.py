@@ -290,7 +290,7 @@ class SQLiteStore(Store):
         self, connection: Connection, ids: np.ndarray, num_perm: int
     ) -> tuple[np.ndarray, np.ndarray]:
         found, matrix = [np.empty(0, np.int64)], [np.empty((0, num_perm), np.uint32)]
-        for chunk in in_chunks(ids.tolist(), MAX_SELECTED):
+        for chunk in in_chunks(ids, MAX_SELECTED):
             among, params = self._among(chunk, "BIGINT")
             some = self._aggregated_signatures(connection, f"document_id {among}", params, num_perm)
             found.append(some[0])
