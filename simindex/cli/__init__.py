@@ -10,10 +10,8 @@ stdout, progress and summaries on stderr (simindex.cli.render). A SimindexError 
 from __future__ import annotations
 
 import atexit
-import ctypes
 import gc
 import os
-import sys
 
 # The command modules register their commands on ``app`` as they are imported.
 from simindex.cli import audit, documents, inspect, lifecycle, results, spark  # noqa: F401
@@ -42,23 +40,4 @@ def run() -> None:
     # the database are closed by then, and the memory goes back to the system as it ends).
     gc.set_threshold(20_000)
     atexit.register(gc.freeze)
-    _fixed_mmap_threshold()
     app(prog_name="simindex")
-
-
-# glibc's mallopt parameter of the size from which a block is mapped on its own.
-M_MMAP_THRESHOLD = -3
-
-
-def _fixed_mmap_threshold() -> None:
-    """Blocks of 128 KiB and more mapped on their own, and so given back when freed (unless the
-    user set MALLOC_MMAP_THRESHOLD_). By default glibc raises that size to the largest block
-    freed so far (up to 32 MiB), and the freed arrays of one step stay in the heap: a command
-    of several steps (dedup: ingest, pairs, clusters) grows towards the sum of their peaks."""
-    if not sys.platform.startswith("linux") or "MALLOC_MMAP_THRESHOLD_" in os.environ:
-        return
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # a C library without mallopt
-        return
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024)
