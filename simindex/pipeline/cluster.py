@@ -173,21 +173,17 @@ def stars(
     document is its twin's, so a representative claims its copies and all their neighbours
     (the hot-bucket rule links a bucket's copies to one member, not to each other).
     """
-    twins, group = np.unique(content_hashes, return_inverse=True)
-    group = group.reshape(-1).astype(np.int32 if twins.shape[0] < 2**31 else np.int64)
-    del twins
+    group = np.unique(content_hashes, return_inverse=True)[1].reshape(-1)
+    group = group.astype(np.int32 if documents.shape[0] < 2**31 else np.int64)
     by_rank = np.lexsort((rank, group))  # each group's best document first
     best = by_rank[np.r_[True, group[by_rank][1:] != group[by_rank][:-1]]]
-    del by_rank
     visit = np.argsort(rank[best])  # the groups, best-ranked first (ranks are distinct)
     starts, neighbours = _adjacency(
         group[np.searchsorted(documents, doc_a)],
         group[np.searchsorted(documents, doc_b)],
         best.shape[0],
     )
-    claimed = _claim(visit, starts, neighbours)
-    del starts, neighbours, visit
-    return documents[best[claimed[group]]]
+    return documents[best[_claim(visit, starts, neighbours)[group]]]
 
 
 @njit(cache=True, nogil=True)

@@ -51,12 +51,12 @@ def int_rows(rows: Sequence[Sequence[int]], columns: int) -> np.ndarray:
     return np.fromiter(values, dtype=np.int64, count=len(rows) * columns).reshape(-1, columns)
 
 
-def in_chunks(items: Sequence | np.ndarray, size: int) -> Iterator[list]:
+def in_chunks(items: list | np.ndarray, size: int) -> Iterator[list]:
     """``items`` as lists of ``size``; an array's chunks are converted one at a time (a list
     of a whole array of ids would hold a Python int for every id at once)."""
     for start in range(0, len(items), size):
         chunk = items[start : start + size]
-        yield chunk.tolist() if isinstance(chunk, np.ndarray) else list(chunk)
+        yield chunk.tolist() if isinstance(chunk, np.ndarray) else chunk
 
 
 def take_texts(
