@@ -9,8 +9,6 @@ stdout, progress and summaries on stderr (simindex.cli.render). A SimindexError 
 
 from __future__ import annotations
 
-import atexit
-import gc
 import os
 
 # The command modules register their commands on ``app`` as they are imported.
@@ -30,14 +28,9 @@ app.registered_commands.sort(key=lambda c: ORDER.index(c.name or c.callback.__na
 
 
 def run() -> None:
-    """The ``simindex`` console script: the process's own settings, made before any library
-    loads (a user's own OMP_WAIT_POLICY wins), then the command."""
+    """The ``simindex`` console script: the process's own setting, made before any library
+    loads (a user's own setting wins), then the command."""
     # numba's OpenMP threads would otherwise spin after each parallel loop, taking the CPU
     # that the database work beside them needs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    # A command loads large libraries once and exits: the collector would go through their
-    # long-lived objects every 700 new ones while they load, and again at exit (the files and
-    # the database are closed by then, and the memory goes back to the system as it ends).
-    gc.set_threshold(20_000)
-    atexit.register(gc.freeze)
     app(prog_name="simindex")
