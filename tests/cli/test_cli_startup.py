@@ -1,6 +1,6 @@
 """The CLI's own process: the first run after install says that it compiles the kernels
-(once), and the console script sets its libraries' environment for itself (a user's own
-settings win)."""
+(once), and the console script sets its libraries' environment and glibc's threshold for
+mapped blocks for itself (a user's own settings win)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,45 @@ def test_the_console_script_sets_its_libraries_environment_unless_the_user_did(g
         [sys.executable, "-c", ENVIRONMENT_PROBE], env=env, capture_output=True, text=True
     )
     assert result.stdout.splitlines()[-1] == expected, result.stderr
+
+
+# Whether a 5 MiB block, taken after a 16 MiB one was freed (which raises glibc's default
+# threshold past it), is mapped on its own: glibc's count of mapped bytes (mallinfo2).
+MAPPED_PROBE = """
+import ctypes, sys
+from simindex import cli
+class Info(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+freed = bytearray(16 * 2**20)
+del freed
+sys.argv = ["simindex", "--version"]
+try:
+    cli.run()
+except SystemExit:
+    pass
+before = libc.mallinfo2().hblkhd
+block = bytearray(5 * 2**20)
+print(libc.mallinfo2().hblkhd - before >= len(block))
+"""
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
+    reason="glibc's allocator only",
+)
+@pytest.mark.parametrize(
+    ("given", "mapped"), [({}, "True"), ({"MALLOC_MMAP_THRESHOLD_": str(32 * 2**20)}, "False")]
+)
+def test_the_console_script_maps_large_blocks_apart_unless_the_user_chose(given, mapped):
+    chosen = ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
+    env = {**{k: v for k, v in os.environ.items() if k not in chosen}, **given}
+    result = subprocess.run(
+        [sys.executable, "-c", MAPPED_PROBE], env=env, capture_output=True, text=True
+    )
+    assert result.stdout.splitlines()[-1] == mapped, result.stderr
 
 
 # Which of the given modules a command loaded: run in a process of its own.
