@@ -9,7 +9,9 @@ stdout, progress and summaries on stderr (simindex.cli.render). A SimindexError 
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import gc
 import os
 import sys
 
@@ -36,6 +38,10 @@ def run() -> None:
     # that the database work beside them needs.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     _map_large_blocks_apart()
+    # Registered first, so run last: the objects alive at exit (numba's typing tables, once
+    # a command ran a kernel) are left out of the interpreter's final collection, which
+    # would walk them all; the index and the files are closed by then.
+    atexit.register(gc.freeze)
     app(prog_name="simindex")
 
 

@@ -1,6 +1,6 @@
 """The CLI's own process: the first run after install says that it compiles the kernels
 (once), and the console script sets its libraries' environment and glibc's threshold for
-mapped blocks for itself (a user's own settings win)."""
+mapped blocks for itself (a user's own settings win), and freezes what is alive at exit."""
 
 from __future__ import annotations
 
@@ -110,6 +110,27 @@ def test_the_console_script_maps_large_blocks_apart_unless_the_user_chose(given,
         [sys.executable, "-c", MAPPED_PROBE], env=env, capture_output=True, text=True
     )
     assert result.stdout.splitlines()[-1] == mapped, result.stderr
+
+
+# How many objects the console script left out of the final collection: counted by a handler
+# registered before it runs, so called after all of the script's own.
+FROZEN_PROBE = """
+import atexit, gc, sys
+from simindex import cli
+atexit.register(lambda: print(gc.get_freeze_count()))
+sys.argv = ["simindex", *sys.argv[1:]]
+cli.run()
+"""
+
+
+def test_the_console_script_leaves_what_is_alive_at_exit_out_of_the_last_collection(tmp_path):
+    """A command that ran kernels ends without the interpreter walking numba's objects; a
+    library caller's collector is left alone (tests/unit/test_layout.py)."""
+    db = str(tmp_path / "i.db")
+    command = [sys.executable, "-c", FROZEN_PROBE, "ingest", str(NEWS), "--db", db]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout.splitlines()[-1]) > 10_000
 
 
 # Which of the given modules a command loaded: run in a process of its own.
