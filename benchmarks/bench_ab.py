@@ -8,6 +8,7 @@ untimed warm-up. Each run is a fresh database and its own process: wall time and
 
 Steps: ``ingest`` (the corpus into a new index), ``pairs`` (``pairs --full`` on an index
 that run ingested first, untimed), ``stats`` (likewise: a short command, mostly start-up),
+``query`` (likewise: a point query of a sentence, which runs the signing kernels),
 ``dedup`` (``simindex dedup CORPUS``) or ``job`` (the whole job as four commands: ``init``,
 ``ingest``, ``pairs``, ``export -o pairs.csv``; their wall and CPU seconds summed, the
 largest peak RSS).
@@ -40,6 +41,8 @@ import corpus
 import measure
 
 FIELDS = ("seconds", "cpu_seconds", "peak_rss_mib")
+# The text of the query step's point query.
+QUERY = "The company said its third-quarter profit rose on higher sales of its main products."
 
 
 def title(args: argparse.Namespace) -> str:
@@ -140,6 +143,8 @@ def run_step(step: str, path: Path, env: dict[str, str], args: argparse.Namespac
             return ingest
         if step == "stats":
             return measure.simindex("stats", "--db", url, env=env)
+        if step == "query":
+            return measure.simindex("query", QUERY, "--db", url, env=env)
         return measure.simindex("pairs", "--full", "--db", url, env=env)
 
 
@@ -150,7 +155,7 @@ def main() -> None:
     parser.add_argument("a", help="commit A (any git revision)")
     parser.add_argument("b", help="commit B")
     parser.add_argument(
-        "--step", default="ingest", choices=["ingest", "pairs", "stats", "dedup", "job"]
+        "--step", default="ingest", choices=["ingest", "pairs", "stats", "query", "dedup", "job"]
     )
     parser.add_argument("--peer", choices=sorted(bench_peers.PEERS_IN_PROCESS),
                         help="also run this tool in every pair, for each commit's ratio to it")  # fmt: skip
