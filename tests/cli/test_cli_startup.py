@@ -45,17 +45,20 @@ def test_compile_kernels_leaves_every_kernel_cached(tmp_path):
     assert len(list(kernels._kernels())) >= 10
 
 
-# The environment that the console script leaves, after `simindex --version`.
-ENVIRONMENT_PROBE = """
-import os, sys
-from simindex import cli
-sys.argv = ["simindex", "--version"]
-try:
-    cli.run()
-except SystemExit:
-    pass
-print(os.environ.get("OMP_WAIT_POLICY"))
-"""
+def console_script(
+    args: list[str], *, before: str = "", after: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    """``simindex ARGS`` run by the console script (cli.run) in a process of its own, the
+    Python ``before`` and ``after`` run around it (the command's exit ends only the command)."""
+    program = "\n".join([
+        "import sys",
+        before,
+        "from simindex import cli",
+        f"sys.argv = ['simindex', *{args!r}]",
+        "try:\n    cli.run()\nexcept SystemExit:\n    pass",
+        after,
+    ])  # fmt: skip
+    return subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True)
 
 
 @pytest.mark.parametrize(
@@ -67,17 +70,15 @@ def test_the_console_script_sets_its_libraries_environment_unless_the_user_did(g
         **{k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"},
         **given,
     }
-    result = subprocess.run(
-        [sys.executable, "-c", ENVIRONMENT_PROBE], env=env, capture_output=True, text=True
-    )
+    after = "import os; print(os.environ.get('OMP_WAIT_POLICY'))"
+    result = console_script(["--version"], after=after, env=env)
     assert result.stdout.splitlines()[-1] == expected, result.stderr
 
 
-# Whether a 5 MiB block, taken after a 16 MiB one was freed (which raises glibc's default
-# threshold past it), is mapped on its own: glibc's count of mapped bytes (mallinfo2).
-MAPPED_PROBE = """
-import ctypes, sys
-from simindex import cli
+# glibc's count of mapped bytes (mallinfo2), and a 16 MiB block freed before the command,
+# which raises glibc's default threshold for mapped blocks past 5 MiB.
+MALLINFO = """
+import ctypes
 class Info(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
                 "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost".split()]
@@ -85,11 +86,9 @@ libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = Info
 freed = bytearray(16 * 2**20)
 del freed
-sys.argv = ["simindex", "--version"]
-try:
-    cli.run()
-except SystemExit:
-    pass
+"""
+# Whether a 5 MiB block taken after the command is mapped on its own.
+MAPPED_AFTER = """
 before = libc.mallinfo2().hblkhd
 block = bytearray(5 * 2**20)
 print(libc.mallinfo2().hblkhd - before >= len(block))
@@ -106,50 +105,25 @@ print(libc.mallinfo2().hblkhd - before >= len(block))
 def test_the_console_script_maps_large_blocks_apart_unless_the_user_chose(given, mapped):
     chosen = ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")
     env = {**{k: v for k, v in os.environ.items() if k not in chosen}, **given}
-    result = subprocess.run(
-        [sys.executable, "-c", MAPPED_PROBE], env=env, capture_output=True, text=True
-    )
+    result = console_script(["--version"], before=MALLINFO, after=MAPPED_AFTER, env=env)
     assert result.stdout.splitlines()[-1] == mapped, result.stderr
-
-
-# How many objects the console script left out of the final collection: counted by a handler
-# registered before it runs, so called after all of the script's own.
-FROZEN_PROBE = """
-import atexit, gc, sys
-from simindex import cli
-atexit.register(lambda: print(gc.get_freeze_count()))
-sys.argv = ["simindex", *sys.argv[1:]]
-cli.run()
-"""
 
 
 def test_the_console_script_leaves_what_is_alive_at_exit_out_of_the_last_collection(tmp_path):
     """A command that ran kernels ends without the interpreter walking numba's objects; a
-    library caller's collector is left alone (tests/unit/test_layout.py)."""
+    library caller's collector is left alone (tests/unit/test_layout.py). The count is
+    printed by a handler registered before the script's own, so called after them."""
     db = str(tmp_path / "i.db")
-    command = [sys.executable, "-c", FROZEN_PROBE, "ingest", str(NEWS), "--db", db]
-    result = subprocess.run(command, capture_output=True, text=True)
+    before = "import atexit, gc; atexit.register(lambda: print(gc.get_freeze_count()))"
+    result = console_script(["ingest", str(NEWS), "--db", db], before=before)
     assert result.returncode == 0, result.stderr
     assert int(result.stdout.splitlines()[-1]) > 10_000
 
 
-# Which of the given modules a command loaded: run in a process of its own.
-LOADED_PROBE = """
-import sys
-from simindex import cli
-modules, sys.argv = sys.argv[1].split(","), ["simindex", *sys.argv[2:]]
-try:
-    cli.run()
-except SystemExit:
-    pass
-print(sorted(m for m in modules if m in sys.modules))
-"""
-
-
 def loaded(modules: list[str], *args: str) -> list[str]:
     """The ``modules`` that ``simindex ARGS`` loaded."""
-    command = [sys.executable, "-c", LOADED_PROBE, ",".join(modules), *args]
-    result = subprocess.run(command, capture_output=True, text=True)
+    after = f"print(sorted(m for m in {modules!r} if m in sys.modules))"
+    result = console_script(list(args), after=after)
     assert result.returncode == 0, result.stderr
     return eval(result.stdout.splitlines()[-1])  # a printed list of names
 
